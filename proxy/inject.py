@@ -1,0 +1,64 @@
+"""Pure: (messages, memories) → messages with the memories in the system prompt.
+
+Memories are rendered as JSON string literals with `<` and `>` escaped, inside a fixed block from
+`prompts/inject.md`: a memory saying "ignore previous instructions" or "</user_memories>" stays a
+quoted datum and cannot close the block. The block is appended to the first system message (string or
+content-part array), or a system message is inserted first when there is none.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from .classify import message_text
+from .schemas import Memory
+
+PROMPTS_DIR = Path(__file__).resolve().parents[1] / "prompts"
+
+# OpenWebUI's own Memory feature puts this block into the system message. When it is there the client
+# already injected its memories: we skip ours (no retrieval at all) rather than inject twice.
+CLIENT_MEMORY_MARKER = "<memory_context>"
+
+
+@lru_cache(maxsize=None)
+def load_prompt(name: str) -> str:
+    """A prompt template from prompts/, without its leading variables comment."""
+    text = (PROMPTS_DIR / name).read_text(encoding="utf-8")
+    if text.startswith("<!--"):
+        text = text.split("-->", 1)[1]
+    return text.strip("\n")
+
+
+def quote_memory(content: str) -> str:
+    return json.dumps(content, ensure_ascii=False).replace("<", "\\u003c").replace(">", "\\u003e")
+
+
+def render_memories(memories: list[Memory]) -> str:
+    lines = "\n".join(f"- (remembered {m.created_at:%Y-%m-%d}) {quote_memory(m.content)}" for m in memories)
+    return load_prompt("inject.md").replace("{memories}", lines)
+
+
+def has_client_memory(messages: list[Any]) -> bool:
+    return any(isinstance(m, dict) and m.get("role") == "system"
+               and CLIENT_MEMORY_MARKER in message_text(m.get("content")) for m in messages)
+
+
+def inject_memories(messages: list[Any], memories: list[Memory]) -> list[Any]:
+    """A new message list with the memory block in the system prompt; the input is not modified."""
+    if not memories:
+        return messages
+    block = render_memories(memories)
+    out = list(messages)
+    for i, message in enumerate(out):
+        if isinstance(message, dict) and message.get("role") == "system":
+            content = message.get("content")
+            if isinstance(content, list):
+                merged: Any = [*content, {"type": "text", "text": block}]
+            else:
+                merged = f"{content}\n\n{block}" if content else block
+            out[i] = {**message, "content": merged}
+            return out
+    return [{"role": "system", "content": block}, *out]

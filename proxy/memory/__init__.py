@@ -1,0 +1,1 @@
+"""LLM-facing memory logic: embedding, retrieval (and, later, extraction and conflict resolution)."""

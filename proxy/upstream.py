@@ -1,0 +1,95 @@
+"""The connection to the upstream LLM: open a request, relay its bytes; httpx errors → errors.*.
+
+Several `httpx.AsyncClient`s are used round-robin: one shared client serialises on its connection
+pool lock under high concurrency (measured: 68 req/s and 3–4 s p99 at c=64 with one client, ~350 req/s
+with several). A request whose keep-alive connection was closed by the upstream before any byte came
+back is retried once: nothing reached the client yet, and the upstream never saw the request.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncIterator, Mapping
+
+import anyio
+import httpx
+
+from .errors import UpstreamTimeout, UpstreamUnavailable
+from .settings import UpstreamSettings
+
+# Client request headers worth forwarding. Identity headers (X-OpenWebUI-User-*) stay with us: the
+# upstream provider has no need for the user's id, name or e-mail.
+FORWARDED_REQUEST_HEADERS = ("accept", "content-type", "user-agent")
+# Response headers never relayed: hop-by-hop, or describing a body encoding we do not pass on.
+DROPPED_RESPONSE_HEADERS = frozenset({
+    "connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding",
+    "server", "date", "set-cookie", "alt-svc", "proxy-connection", "upgrade", "trailer", "te",
+})
+CLIENT_COUNT = 4
+
+
+def make_clients(settings: UpstreamSettings, count: int = CLIENT_COUNT) -> list[httpx.AsyncClient]:
+    timeout = httpx.Timeout(settings.read_timeout, connect=settings.connect_timeout)
+    limits = httpx.Limits(max_connections=256, max_keepalive_connections=64, keepalive_expiry=4.0)
+    return [httpx.AsyncClient(timeout=timeout, limits=limits) for _ in range(count)]
+
+
+class Upstream:
+    def __init__(self, settings: UpstreamSettings, clients: list[httpx.AsyncClient]) -> None:
+        self.settings = settings
+        self.clients = clients
+        self._next = itertools.cycle(clients)
+        self._auth = f"Bearer {settings.api_key}" if settings.api_key else None
+
+    def _headers(self, client_headers: Mapping[str, str]) -> dict[str, str]:
+        headers = {name: client_headers[name] for name in FORWARDED_REQUEST_HEADERS if name in client_headers}
+        headers["accept-encoding"] = "identity"  # relay bytes as they come, never re-encode
+        if self._auth:
+            headers["authorization"] = self._auth
+        return headers
+
+    async def open(self, method: str, path: str, client_headers: Mapping[str, str],
+                   content: bytes | None = None) -> httpx.Response:
+        """Send a request and return the response with its body not yet read (the caller closes it)."""
+        client = next(self._next)
+        request = client.build_request(method, self.settings.base_url + path,
+                                       headers=self._headers(client_headers), content=content)
+        for attempt in (1, 2):
+            try:
+                return await client.send(request, stream=True)
+            except httpx.TimeoutException as exc:
+                raise UpstreamTimeout(f"the upstream did not answer in time ({type(exc).__name__})") from exc
+            except httpx.RemoteProtocolError as exc:  # stale keep-alive connection: retry once
+                if attempt == 2:
+                    raise UpstreamUnavailable(f"the upstream closed the connection: {exc}") from exc
+            except httpx.TransportError as exc:
+                raise UpstreamUnavailable(f"the upstream is unreachable: {exc!r}") from exc
+        raise AssertionError("unreachable")
+
+    async def aclose(self) -> None:
+        for client in self.clients:
+            await client.aclose()
+
+
+def relayed_headers(response: httpx.Response) -> dict[str, str]:
+    return {k: v for k, v in response.headers.items() if k.lower() not in DROPPED_RESPONSE_HEADERS}
+
+
+async def iter_upstream(response: httpx.Response) -> AsyncIterator[bytes]:
+    """The upstream's body bytes as they arrive. Closes the response however the iteration ends —
+    including a client disconnect, which cancels this generator and so the upstream request."""
+    try:
+        async for chunk in response.aiter_raw():
+            yield chunk
+    except httpx.TimeoutException as exc:
+        raise UpstreamTimeout("the upstream stopped sending mid-reply") from exc
+    except httpx.TransportError as exc:
+        raise UpstreamUnavailable(f"the upstream connection dropped mid-reply: {exc!r}") from exc
+    finally:
+        with anyio.CancelScope(shield=True):
+            await response.aclose()
+
+
+async def read_body(response: httpx.Response) -> bytes:
+    """The whole body (for JSON replies), with the same error translation and closing as a stream."""
+    return b"".join([chunk async for chunk in iter_upstream(response)])
