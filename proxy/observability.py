@@ -57,7 +57,7 @@ MEMORIES_INJECTED = Histogram(
 FAIL_OPEN = Counter(
     "memory_proxy_fail_open_total",
     "Turns relayed without memory because the memory side failed, by reason "
-    "(timeout, embedder, database, not_ready).",
+    "(embedder_error, embedder_timeout, database_error, database_timeout).",
     ["reason"],
 )
 
@@ -76,7 +76,7 @@ def configure_logging(level: str = "info", fmt: str = "json") -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level_no),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=lambda *_: structlog.PrintLogger(sys.stderr),  # stderr as it is now, not at setup
         cache_logger_on_first_use=False,
     )
     logging.basicConfig(level=max(level_no, logging.WARNING), stream=sys.stderr, format="%(name)s %(message)s")

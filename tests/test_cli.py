@@ -1,0 +1,93 @@
+"""The `memory-proxy` command: serve on the embedded database, migrate, memories add, settings."""
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+from proxy.__main__ import main
+from proxy.settings import markdown_table
+from tests.conftest import EMBEDDINGS, USER_A, vector_for
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_memories_add_embeds_and_stores(env: dict, outside: Any, database_url: str, monkeypatch, capsys) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    text = "User is a software engineer who uses Bun."
+    assert main(["memories", "add", "--user", USER_A, text]) == 0
+    vector_id = capsys.readouterr().out.strip()
+    request = outside.routes["embeddings"].calls.last.request
+    assert str(request.url) == f"{EMBEDDINGS}/embeddings"
+    with psycopg.connect(database_url) as conn:
+        row = conn.execute("SELECT v.content, v.embedding_model, vector_dims(v.embedding), uv.user_id FROM vectors v "
+                           "JOIN users_vectors uv ON uv.vector_id = v.id WHERE v.id = %s", [vector_id]).fetchone()
+    assert row == (text, "mistral-embed", len(vector_for(text)), USER_A)
+
+
+def test_migrate_reports_an_up_to_date_database(env: dict, monkeypatch, capsys) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert main(["migrate"]) == 0
+    assert "up to date" in capsys.readouterr().out
+
+
+def test_bad_settings_exit_2_with_every_problem(monkeypatch, capsys) -> None:
+    monkeypatch.setenv("RETRIEVAL_TOP_K", "ten")
+    monkeypatch.setenv("LOG_FORMAT", "xml")
+    assert main(["migrate"]) == 2
+    err = capsys.readouterr().err
+    assert "RETRIEVAL_TOP_K='ten'" in err and "LOG_FORMAT='xml'" in err
+
+
+def test_settings_prints_the_configuration_table(capsys) -> None:
+    assert main(["settings"]) == 0
+    assert capsys.readouterr().out.strip() == markdown_table()
+
+
+def test_memories_add_refuses_empty_text(env: dict, monkeypatch, capsys) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert main(["memories", "add", "--user", USER_A, "  "]) == 2
+
+
+async def test_serve_starts_on_the_embedded_database_with_a_generated_key(tmp_path: Path) -> None:
+    """The README's run command, as a new user runs it: no DATABASE_URL, no PROXY_API_KEYS."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "PROXY_API_KEYS"))}
+    env.update(MEMORY_PROXY_DATA_DIR=str(tmp_path / "data"), MEMORY_PROXY_PORT=str(port),
+               UPSTREAM_BASE_URL="http://127.0.0.1:9/v1", UPSTREAM_API_KEY="x")
+    process = subprocess.Popen([sys.executable, "-m", "proxy", "serve"], env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+            async with asyncio.timeout(45):
+                while True:
+                    assert process.poll() is None, process.stdout.read().decode()  # type: ignore[union-attr]
+                    try:
+                        if (await client.get("/readyz")).status_code == 200:
+                            break
+                    except httpx.TransportError:
+                        pass
+                    await asyncio.sleep(0.1)
+            key = (tmp_path / "data" / "api_key").read_text().strip()
+            assert (await client.get("/v1/models")).status_code == 401  # never open
+            response = await client.post("/v1/chat/completions", headers={"authorization": f"Bearer {key}"},
+                                         json={"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+            assert response.status_code == 502 and response.json()["error"]["code"] == "upstream_unavailable"
+    finally:
+        process.send_signal(signal.SIGTERM)
+        output = process.communicate(timeout=30)[0].decode()
+    assert key in output  # the generated key was printed for the operator
+    assert (tmp_path / "data" / "postgres" / "PG_VERSION").exists()

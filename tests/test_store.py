@@ -1,0 +1,69 @@
+"""The SQL layer against the real embedded PostgreSQL."""
+
+import asyncio
+from typing import Any
+
+import psycopg
+
+from proxy.store.database import migrate, migration_names
+from proxy.store.memories import count_memories, search_memories
+from tests.conftest import USER_A, USER_B, add_memory, vector_for
+
+QUERY = "Which JavaScript runtime should I use for my next project?"
+
+
+async def search(conn: Any, user: str, text: str = QUERY, model: str = "mistral-embed",
+                 min_score: float = 0.8, top_k: int = 10) -> list:
+    return await search_memories(conn, user_id=user, model=model, embedding=vector_for(text),
+                                 top_k=top_k, min_score=min_score)
+
+
+async def test_search_returns_only_the_users_memories_above_threshold(db: Any) -> None:
+    bun = await add_memory(db, USER_A, "User is a software engineer who uses Bun.")
+    await add_memory(db, USER_A, "User lives in Berlin.")
+    await add_memory(db, USER_B, "User is a software engineer who uses Bun.")  # B's own copy
+
+    found = await search(db, USER_A)
+    assert [m.id for m in found] == [bun]
+    assert 0.8 <= found[0].score <= 1.0
+    assert [m.id for m in await search(db, USER_A, min_score=-1.0)][0] == bun  # ranking still holds
+    assert len(await search(db, USER_A, min_score=-1.0)) == 2
+    assert all(m.id != bun for m in await search(db, USER_B, min_score=-1.0))
+    assert await search(db, "nobody", min_score=-1.0) == []
+
+
+async def test_top_k_limits_results(db: Any) -> None:
+    for text in ["User lives in Berlin.", "User has a dog named Rex.", "User prefers green tea over coffee."]:
+        await add_memory(db, USER_A, text)
+    assert len(await search(db, USER_A, min_score=-1.0, top_k=2)) == 2
+
+
+async def test_vectors_of_another_model_or_dimension_are_never_compared(db: Any) -> None:
+    await add_memory(db, USER_A, "User is a software engineer who uses Bun.", model="other-embed")
+    from proxy.store.memories import insert_memory
+    await insert_memory(db, user_id=USER_A, content="short vector", embedding=[0.1] * 384, model="mistral-embed")
+    assert await search(db, USER_A, min_score=-1.0) == []  # neither mismatched model nor 384-d vector
+    assert await count_memories(db, USER_A) == 2
+
+
+async def test_shared_vector_unlinked_for_one_user_stays_for_the_other(db: Any) -> None:
+    vector_id = await add_memory(db, USER_A, "User lives in Berlin.")
+    await db.execute("INSERT INTO users_vectors (user_id, vector_id) VALUES (%s, %s)", [USER_B, vector_id])
+    await db.execute("DELETE FROM users_vectors WHERE user_id = %s AND vector_id = %s", [USER_A, vector_id])
+    assert await count_memories(db, USER_A) == 0 and await count_memories(db, USER_B) == 1
+
+
+async def test_migrations_are_recorded_and_idempotent(database_url: str) -> None:
+    assert await migrate(database_url) == []  # the template already has them all
+    async with await psycopg.AsyncConnection.connect(database_url) as conn:
+        rows = await (await conn.execute("SELECT name FROM schema_migrations ORDER BY name")).fetchall()
+    assert [r[0] for r in rows] == migration_names() != []
+
+
+async def test_concurrent_migrations_on_an_empty_database_apply_once(pg_server: Any) -> None:
+    with psycopg.connect(pg_server.get_uri(), autocommit=True) as conn:
+        conn.execute("DROP DATABASE IF EXISTS fresh_migrate WITH (FORCE)")
+        conn.execute("CREATE DATABASE fresh_migrate")
+    url = pg_server.get_uri("fresh_migrate")
+    results = await asyncio.gather(*(migrate(url) for _ in range(3)))
+    assert sorted(len(r) for r in results) == [0, 0, len(migration_names())]
