@@ -27,7 +27,7 @@ def _serve(settings: Settings, _: argparse.Namespace) -> int:
 
 
 def _migrate(settings: Settings, _: argparse.Namespace) -> int:
-    from .app import database_url
+    from .services import database_url
     from .store.database import migrate
 
     async def run() -> list[str]:
@@ -39,7 +39,7 @@ def _migrate(settings: Settings, _: argparse.Namespace) -> int:
 
 
 def _memories_add(settings: Settings, args: argparse.Namespace) -> int:
-    from .app import database_url
+    from .services import database_url
     from .memory.embed import build_embedder, embed_one
     from .store import memories
     from .store.database import make_pool, migrate

@@ -1,7 +1,8 @@
 """create_app(settings, http_client=None): routes, error handlers, and a lifespan owning every resource.
 
-Tests hand in an `httpx.AsyncClient` (mocked with respx) used for the upstream and the embedder;
-otherwise the lifespan builds the upstream's clients itself.
+Tests hand in an `httpx.AsyncClient` (mocked with respx) used for every outside call; otherwise the
+lifespan builds the upstream's clients itself. With WORKER_IN_PROCESS the formation worker runs in
+the same process and is stopped (running jobs finished or released) when the app shuts down.
 """
 
 from __future__ import annotations
@@ -17,19 +18,11 @@ from litestar.exceptions import HTTPException
 
 from .auth import KeyChecker, load_api_keys
 from .errors import ProxyError, openai_error
-from .memory.embed import build_embedder
 from .observability import log
 from .routes import ROUTES
-from .services import Services
+from .services import open_services
 from .settings import Settings
-from .store.database import make_pool, migrate, start_embedded
-from .upstream import Upstream, make_clients
-
-
-async def database_url(settings: Settings) -> str:
-    if settings.database.url:
-        return settings.database.url
-    return await asyncio.to_thread(start_embedded, settings.server.data_dir)
+from .worker import Worker
 
 
 def _proxy_error(_: Request[Any, Any, Any], exc: ProxyError) -> Response[dict[str, Any]]:
@@ -51,26 +44,25 @@ def create_app(settings: Settings, http_client: httpx.AsyncClient | None = None)
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        conninfo = await database_url(settings)
-        applied = await migrate(conninfo)
-        if applied:
-            log.info("migrations_applied", names=applied)
-        pool = make_pool(conninfo, settings.database.pool_size)
-        await pool.open(wait=True, timeout=30)
-        clients = [http_client] if http_client else make_clients(settings.upstream)
-        upstream = Upstream(settings.upstream, clients)
-        app.state.services = Services(
-            settings=settings, pool=pool, upstream=upstream,
-            embedder=build_embedder(settings.embedding, clients[0]),
-        )
-        log.info("started", upstream=settings.upstream.base_url, embedding_provider=settings.embedding.provider,
-                 embedding_model=settings.embedding.model, user_id_header=settings.server.user_id_header)
-        try:
-            yield
-        finally:
-            await pool.close()
-            if http_client is None:
-                await upstream.aclose()
+        async with open_services(settings, http_client) as services:
+            app.state.services = services
+            stop = asyncio.Event()
+            worker_task = None
+            if settings.formation.enabled and settings.formation.in_process_worker:
+                worker = Worker(pool=services.pool, embedder=services.embedder, llm=services.llm,
+                                settings=settings.formation)
+                worker_task = asyncio.create_task(worker.run(stop))
+            log.info("started", upstream=settings.upstream.base_url,
+                     embedding=f"{settings.embedding.provider}:{settings.embedding.model}",
+                     memory_llm=f"{settings.memory_llm.provider}:{settings.memory_llm.model}",
+                     in_process_worker=worker_task is not None,
+                     user_id_header=settings.server.user_id_header)
+            try:
+                yield
+            finally:
+                stop.set()
+                if worker_task:
+                    await worker_task
 
     app = Litestar(
         route_handlers=ROUTES,

@@ -9,27 +9,15 @@ content-part array), or a system message is inserted first when there is none.
 from __future__ import annotations
 
 import json
-from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 from .classify import message_text
+from .prompts import render
 from .schemas import Memory
-
-PROMPTS_DIR = Path(__file__).resolve().parents[1] / "prompts"
 
 # OpenWebUI's own Memory feature puts this block into the system message. When it is there the client
 # already injected its memories: we skip ours (no retrieval at all) rather than inject twice.
 CLIENT_MEMORY_MARKER = "<memory_context>"
-
-
-@lru_cache(maxsize=None)
-def load_prompt(name: str) -> str:
-    """A prompt template from prompts/, without its leading variables comment."""
-    text = (PROMPTS_DIR / name).read_text(encoding="utf-8")
-    if text.startswith("<!--"):
-        text = text.split("-->", 1)[1]
-    return text.strip("\n")
 
 
 def quote_memory(content: str) -> str:
@@ -38,7 +26,7 @@ def quote_memory(content: str) -> str:
 
 def render_memories(memories: list[Memory]) -> str:
     lines = "\n".join(f"- (remembered {m.created_at:%Y-%m-%d}) {quote_memory(m.content)}" for m in memories)
-    return load_prompt("inject.md").replace("{memories}", lines)
+    return render("inject.md", memories=lines)
 
 
 def has_client_memory(messages: list[Any]) -> bool:

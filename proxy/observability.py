@@ -10,7 +10,7 @@ import logging
 import sys
 
 import structlog
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 # Buckets sized for added latency: sub-millisecond relay work up to multi-second upstreams.
 _FAST_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
@@ -60,6 +60,36 @@ FAIL_OPEN = Counter(
     "(embedder_error, embedder_timeout, database_error, database_timeout).",
     ["reason"],
 )
+
+# ---- memory formation
+MEMORY_LINKS = Gauge(
+    "memory_proxy_memories",
+    "Active memories, counted as user-memory links (a shared memory counts once per user). No per-user "
+    "label: one series per user would grow without bound; per-user counts are in the database.",
+)
+MEMORY_USERS = Gauge("memory_proxy_memory_users", "Users holding at least one memory.")
+DECISIONS = Counter(
+    "memory_proxy_decisions_total",
+    "Formation decisions by action (add, replace, refine, ignore). Replacement rate: "
+    "rate(…{action=~\"replace|refine\"}) / rate(…); dedup rate: rate(…{action=\"ignore\"}) / rate(…).",
+    ["action"],
+)
+JOB_EVENTS = Counter(
+    "memory_proxy_jobs_total",
+    "Formation job events: enqueued, enqueue_failed, completed, retried, dead, skipped (trivial turn).",
+    ["event"],
+)
+JOBS = Gauge("memory_proxy_job_queue", "Formation jobs in the database by status (queued, running, dead).",
+             ["status"])
+FORMATION_LATENCY = Histogram(
+    "memory_proxy_formation_seconds",
+    "Time to process one formation job (extract, resolve, apply), successful or not.",
+    buckets=_SLOW_BUCKETS,
+)
+LLM_CALLS = Counter("memory_proxy_llm_calls_total", "Memory-LLM calls by purpose (extract, resolve) and outcome.",
+                    ["purpose", "outcome"])
+LLM_TOKENS = Counter("memory_proxy_llm_tokens_total", "Memory-LLM tokens by purpose and kind (prompt, completion).",
+                     ["purpose", "kind"])
 
 
 def configure_logging(level: str = "info", fmt: str = "json") -> None:

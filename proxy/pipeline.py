@@ -1,28 +1,34 @@
-"""One chat turn: parse → classify → retrieve → inject → relay (→ enqueue formation, later).
+"""One chat turn: parse → classify → retrieve → inject → relay → enqueue formation.
 
 The request body is forwarded byte for byte unless memories were injected; only then is it
 re-encoded (unknown fields, tools and parameters survive either way). Replies are relayed as they
-arrive. Memory failures never reach the client: the turn is relayed without memories and counted.
+arrive; a stream is teed so the formation job sees the assistant's text, and the job is written to
+PostgreSQL when the reply ends (or the client leaves), after the last byte went out and before the
+request ends. Memory failures never reach the client: they are counted and the chat goes on.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
+import anyio
 import httpx
 from litestar import Response
 from litestar.response import Stream
 
-from .classify import TASK_HEADER, TurnKind, classify, latest_user_text
+from .classify import TASK_HEADER, TurnKind, classify, latest_user_text, message_text
 from .errors import BadRequest, MemoryUnavailable, UpstreamError, openai_error
 from .inject import has_client_memory, inject_memories
 from .memory.retrieve import retrieve_memories
 from .observability import (
     ADDED_LATENCY,
     FAIL_OPEN,
+    JOB_EVENTS,
     MEMORIES_INJECTED,
     REQUESTS,
     RETRIEVAL_OUTCOMES,
@@ -32,10 +38,18 @@ from .observability import (
 )
 from .schemas import Memory
 from .services import Services
+from .sse import ReplyTee, reply_text
+from .store import jobs
 from .upstream import iter_upstream, read_body, relayed_headers
 
 MEMORY_IDS_HEADER = "x-memory-proxy-memories"
 MAX_USER_ID_LENGTH = 255
+ENQUEUE_TIMEOUT_S = 2.0
+CONTEXT_MESSAGES = 4  # earlier messages the formation job sees, for reference
+CONTEXT_CHARS = 1000
+MAX_USER_MESSAGE_CHARS = 16000
+
+OnReplyEnd = Callable[[str], Awaitable[None]]
 
 
 def parse_chat_body(raw: bytes) -> dict[str, Any]:
@@ -92,10 +106,7 @@ async def memories_for_turn(services: Services, user_id: str, body: dict[str, An
 def upstream_error_response(status: int, body: bytes, headers: dict[str, str]) -> Response[bytes]:
     """An upstream error reply, in OpenAI error format: passed through as-is when it already is."""
     UPSTREAM_ERRORS.labels("status_4xx" if status < 500 else "status_5xx").inc()
-    try:
-        parsed: Any = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        parsed = None
+    parsed = parse_json(body)
     if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict):
         return Response(body, status_code=status, headers=headers, media_type="application/json")
     message = ""
@@ -113,19 +124,64 @@ def upstream_error_response(status: int, body: bytes, headers: dict[str, str]) -
                     media_type="application/json")
 
 
-async def relay_stream(response: httpx.Response) -> AsyncIterator[bytes]:
-    """SSE bytes as they arrive; an upstream failure mid-stream ends with an SSE `error` event."""
+async def relay_stream(response: httpx.Response, on_end: OnReplyEnd | None = None) -> AsyncIterator[bytes]:
+    """SSE bytes as they arrive; an upstream failure mid-stream ends with an SSE `error` event.
+    With `on_end`, the assistant's text is teed off the relayed bytes and handed over at the end —
+    also when the client disconnects (shielded from that cancellation, bounded in time)."""
+    tee = ReplyTee() if on_end else None
     try:
         async for chunk in iter_upstream(response):
             yield chunk
+            if tee:
+                tee.feed(chunk)
     except UpstreamError as exc:
         UPSTREAM_ERRORS.labels("dropped").inc()
         log.warning("upstream_stream_dropped", error=exc.message)
         yield b"data: " + json.dumps(exc.to_body()).encode() + b"\n\n"
+    finally:
+        if on_end and tee:
+            with anyio.CancelScope(shield=True):
+                await on_end(tee.text)
+
+
+def formation_payload(body: dict[str, Any], memories: list[Memory]) -> dict[str, Any]:
+    """What the formation job needs from the request: the user's message, a little context, and the
+    memories already injected (so extraction does not re-learn them)."""
+    messages = body["messages"]
+    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=len(messages))
+    context = [f"{m.get('role')}: {message_text(m.get('content'))[:CONTEXT_CHARS]}"
+               for m in messages[max(0, last_user - CONTEXT_MESSAGES):last_user]
+               if m.get("role") in ("user", "assistant")]
+    return {
+        "user_message": latest_user_text(messages)[:MAX_USER_MESSAGE_CHARS],
+        "context": context,
+        "retrieved": [{"id": m.id, "content": m.content} for m in memories],
+        "assistant_reply": "",
+    }
+
+
+async def enqueue_formation(services: Services, user_id: str, payload: dict[str, Any], said_at: datetime,
+                            assistant_reply: str) -> None:
+    """Write the formation job (durable from here on); a failure is counted, never raised."""
+    with anyio.move_on_after(ENQUEUE_TIMEOUT_S, shield=True) as scope:
+        try:
+            async with services.pool.connection() as conn:
+                await jobs.enqueue(conn, user_id=user_id, said_at=said_at,
+                                   payload={**payload, "assistant_reply": assistant_reply})
+        except Exception as exc:  # database down or full: chat is unaffected, the loss is counted
+            JOB_EVENTS.labels("enqueue_failed").inc()
+            log.warning("job_enqueue_failed", error=f"{type(exc).__name__}: {exc}")
+            return
+    if scope.cancelled_caught:
+        JOB_EVENTS.labels("enqueue_failed").inc()
+        log.warning("job_enqueue_failed", error=f"timed out after {ENQUEUE_TIMEOUT_S}s")
+    else:
+        JOB_EVENTS.labels("enqueued").inc()
 
 
 async def chat_turn(services: Services, headers: Mapping[str, str], raw: bytes) -> Response[Any]:
     started = time.perf_counter()
+    said_at = datetime.now(UTC)
     body = parse_chat_body(raw)
     user_id = read_user_id(headers, services.settings.server.user_id_header)
     kind = classify(user_id, headers.get(TASK_HEADER), body)
@@ -137,6 +193,9 @@ async def chat_turn(services: Services, headers: Mapping[str, str], raw: bytes) 
     if memories:
         content = json.dumps({**body, "messages": inject_memories(body["messages"], memories)},
                              ensure_ascii=False).encode()
+    on_end: OnReplyEnd | None = None
+    if kind is TurnKind.CHAT and user_id and services.settings.formation.enabled:
+        on_end = partial(enqueue_formation, services, user_id, formation_payload(body, memories), said_at)
     ADDED_LATENCY.labels(kind.value).observe(time.perf_counter() - started)
 
     forwarded = time.perf_counter()
@@ -150,25 +209,24 @@ async def chat_turn(services: Services, headers: Mapping[str, str], raw: bytes) 
     if response.status_code >= 400:
         return upstream_error_response(response.status_code, await read_body(response), reply_headers)
     if "text/event-stream" in media_type:
-        return Stream(relay_stream(response), status_code=response.status_code,
+        return Stream(relay_stream(response, on_end), status_code=response.status_code,
                       headers=reply_headers, media_type=media_type)
 
     reply = await read_body(response)
     if kind is TurnKind.CHAT:
-        reply = with_memory_ids(reply, memories)
+        parsed = parse_json(reply)
+        if on_end:
+            await on_end(reply_text(parsed))
+        if isinstance(parsed, dict):  # the injected memory ids as a top-level `memories` array
+            reply = json.dumps({**parsed, "memories": [m.id for m in memories]}, ensure_ascii=False).encode()
     return Response(reply, status_code=response.status_code, headers=reply_headers, media_type=media_type)
 
 
-def with_memory_ids(reply: bytes, memories: list[Memory]) -> bytes:
-    """A non-streaming reply with the injected memory ids as a top-level `memories` array."""
+def parse_json(raw: bytes) -> Any:
     try:
-        parsed = json.loads(reply)
+        return json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError):
-        return reply
-    if not isinstance(parsed, dict):
-        return reply
-    parsed["memories"] = [m.id for m in memories]
-    return json.dumps(parsed, ensure_ascii=False).encode()
+        return None
 
 
 async def relay_models(services: Services, headers: Mapping[str, str]) -> Response[bytes]:

@@ -87,6 +87,15 @@ def _key_list(value: str) -> tuple[str, ...]:
     return keys
 
 
+def _bool(value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("must be true or false")
+
+
 def _text(value: str) -> str:
     return value.strip()
 
@@ -138,6 +147,31 @@ SPECS: tuple[Spec, ...] = (
          "the embedding model: calibrate it when you change models (see README).", _score),
     Spec("RETRIEVAL_TIMEOUT_MS", "1500", "Time budget for embedding + search; past it the turn is "
          "relayed without memories and counted.", _positive_int),
+    # memory formation
+    Spec("FORMATION_ENABLED", "true", "Learn from chat turns: enqueue a formation job for every real turn of "
+         "an identified user.", _bool),
+    Spec("MEMORY_LLM_PROVIDER", "mistral", "`mistral` (mistralai SDK) or `openai` (any OpenAI-compatible "
+         "chat API) for extraction and conflict resolution.", _choice("mistral", "openai")),
+    Spec("MEMORY_LLM_MODEL", "mistral-small-latest", "Model that extracts facts and resolves conflicts."),
+    Spec("MEMORY_LLM_BASE_URL", "", "Memory LLM endpoint up to `/v1`. Default: https://api.mistral.ai/v1 "
+         "for `mistral`, `UPSTREAM_BASE_URL` for `openai`.", _url),
+    Spec("MEMORY_LLM_API_KEY", "", "Memory LLM key. Falls back to `MISTRAL_API_KEY`, then `UPSTREAM_API_KEY`."),
+    Spec("MEMORY_LLM_MODE", "tools", "How instructor asks for structured output: `tools`, `json_schema`, "
+         "`json` (JSON object; llama.cpp and most local servers) or `md_json`.",
+         _choice("tools", "json_schema", "json", "md_json")),
+    Spec("MEMORY_LLM_TIMEOUT", "60", "Seconds one memory-LLM call may take.", _positive_float),
+    Spec("FORMATION_NEIGHBORS", "5", "Nearest existing memories shown to the LLM per new fact when "
+         "deciding add / replace / refine / ignore.", _positive_int),
+    # worker
+    Spec("WORKER_IN_PROCESS", "true", "Run the formation worker inside `serve`. Set false when running "
+         "`memory-proxy worker` as separate processes.", _bool),
+    Spec("WORKER_CONCURRENCY", "4", "Jobs one worker processes at the same time.", _positive_int),
+    Spec("JOB_MAX_ATTEMPTS", "5", "Attempts before a job is dead (visible, retryable with "
+         "`memory-proxy jobs retry`).", _positive_int),
+    Spec("JOB_RETRY_BASE_SECONDS", "10", "Backoff after a failed attempt: base × 2^(attempt−1), at most "
+         "one hour.", _positive_float),
+    Spec("JOB_LEASE_SECONDS", "120", "A running job whose worker has not renewed it for this long is "
+         "taken over by another worker (crash recovery).", _positive_float),
     # logs
     Spec("LOG_LEVEL", "info", "debug, info, warning or error.", _choice("debug", "info", "warning", "error")),
     Spec("LOG_FORMAT", "json", "`json` (one JSON object per line) or `console` (readable, for development).",
@@ -185,6 +219,27 @@ class RetrievalSettings:
 
 
 @dataclass(frozen=True)
+class MemoryLLMSettings:
+    provider: str
+    model: str
+    base_url: str
+    api_key: str
+    mode: str
+    timeout_s: float
+
+
+@dataclass(frozen=True)
+class FormationSettings:
+    enabled: bool
+    neighbors: int
+    in_process_worker: bool
+    concurrency: int
+    max_attempts: int
+    retry_base_s: float
+    lease_s: float
+
+
+@dataclass(frozen=True)
 class LogSettings:
     level: str
     format: str
@@ -197,6 +252,8 @@ class Settings:
     upstream: UpstreamSettings
     embedding: EmbeddingSettings
     retrieval: RetrievalSettings
+    memory_llm: MemoryLLMSettings
+    formation: FormationSettings
     log: LogSettings
 
 
@@ -214,6 +271,9 @@ def _parse_all(env: Mapping[str, str]) -> dict[str, Any]:
             detail = str(exc) if str(exc) and not str(exc).startswith(("invalid literal", "could not")) else (
                 "is not a number")
             problems.append(f"{spec.name}={raw!r}: {detail}")
+    if values.get("MEMORY_LLM_PROVIDER") == "mistral" and values.get("MEMORY_LLM_MODE") == "json":
+        problems.append("MEMORY_LLM_MODE='json': not available with MEMORY_LLM_PROVIDER=mistral "
+                        "(use tools, json_schema or md_json)")
     if problems:
         raise SettingsError("invalid settings:\n  " + "\n  ".join(problems))
     return values
@@ -225,7 +285,11 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     mistral_key = v["MISTRAL_API_KEY"] or ""
     upstream_key = v["UPSTREAM_API_KEY"] or mistral_key
     provider = v["EMBEDDING_PROVIDER"]
-    default_embedding_url = "https://api.mistral.ai/v1" if provider == "mistral" else v["UPSTREAM_BASE_URL"]
+    llm_provider = v["MEMORY_LLM_PROVIDER"]
+
+    def default_url(chosen: str) -> str:
+        return "https://api.mistral.ai/v1" if chosen == "mistral" else str(v["UPSTREAM_BASE_URL"])
+
     data_dir = Path(v["MEMORY_PROXY_DATA_DIR"] or platformdirs.user_data_dir("memory-proxy")).expanduser()
     return Settings(
         server=ServerSettings(
@@ -246,13 +310,30 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         embedding=EmbeddingSettings(
             provider=provider,
             model=v["EMBEDDING_MODEL"],
-            base_url=v["EMBEDDING_BASE_URL"] or default_embedding_url,
+            base_url=v["EMBEDDING_BASE_URL"] or default_url(provider),
             api_key=v["EMBEDDING_API_KEY"] or mistral_key or upstream_key,
         ),
         retrieval=RetrievalSettings(
             top_k=v["RETRIEVAL_TOP_K"],
             min_score=v["RETRIEVAL_MIN_SCORE"],
             timeout_s=v["RETRIEVAL_TIMEOUT_MS"] / 1000,
+        ),
+        memory_llm=MemoryLLMSettings(
+            provider=llm_provider,
+            model=v["MEMORY_LLM_MODEL"],
+            base_url=v["MEMORY_LLM_BASE_URL"] or default_url(llm_provider),
+            api_key=v["MEMORY_LLM_API_KEY"] or mistral_key or upstream_key,
+            mode=v["MEMORY_LLM_MODE"],
+            timeout_s=v["MEMORY_LLM_TIMEOUT"],
+        ),
+        formation=FormationSettings(
+            enabled=v["FORMATION_ENABLED"],
+            neighbors=v["FORMATION_NEIGHBORS"],
+            in_process_worker=v["WORKER_IN_PROCESS"],
+            concurrency=v["WORKER_CONCURRENCY"],
+            max_attempts=v["JOB_MAX_ATTEMPTS"],
+            retry_base_s=v["JOB_RETRY_BASE_SECONDS"],
+            lease_s=v["JOB_LEASE_SECONDS"],
         ),
         log=LogSettings(level=v["LOG_LEVEL"], format=v["LOG_FORMAT"]),
     )

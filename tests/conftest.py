@@ -25,12 +25,16 @@ from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
 from proxy.app import create_app
+from proxy.services import open_services
 from proxy.settings import Settings, load_settings
 from proxy.store.database import make_pool, migrate
+from proxy.worker import Worker
+from tests.fake_llm import FakeMemoryLLM
 
 FIXTURES = Path(__file__).parent / "fixtures"
 UPSTREAM = "http://upstream.test/v1"
 EMBEDDINGS = "http://embed.test/v1"
+MEMORY_LLM = "http://llm.test/v1"
 PROXY_KEY = "test-proxy-key-0123456789"
 UPSTREAM_KEY = "upstream-secret-key"
 EMBED_KEY = "embedding-secret-key"
@@ -89,6 +93,10 @@ def make_env(database_url: str, data_dir: Path, **overrides: str) -> dict[str, s
         "EMBEDDING_PROVIDER": "mistral",
         "EMBEDDING_BASE_URL": EMBEDDINGS,
         "EMBEDDING_API_KEY": EMBED_KEY,
+        "MEMORY_LLM_BASE_URL": MEMORY_LLM,
+        "MEMORY_LLM_API_KEY": "llm-secret-key",
+        "WORKER_IN_PROCESS": "false",  # tests drive the worker themselves (await it, never sleep)
+        "JOB_RETRY_BASE_SECONDS": "0.01",
         "LOG_FORMAT": "console",
     }
     env.update(overrides)
@@ -149,11 +157,17 @@ def chunk(delta: dict[str, Any], finish_reason: str | None = None, **extra: Any)
 
 
 @pytest.fixture
-def outside() -> Iterator[respx.MockRouter]:
-    """The respx router for upstream and embeddings. Loopback passes through (live-server tests)."""
+def memory_llm() -> FakeMemoryLLM:
+    return FakeMemoryLLM()
+
+
+@pytest.fixture
+def outside(memory_llm: FakeMemoryLLM) -> Iterator[respx.MockRouter]:
+    """The respx router for upstream, embeddings and memory LLM. Loopback passes through (live servers)."""
     with respx.mock(assert_all_called=False) as router:
         router.route(host="127.0.0.1").pass_through()
         router.post(f"{EMBEDDINGS}/embeddings", name="embeddings").mock(side_effect=embeddings_reply)
+        router.post(f"{MEMORY_LLM}/chat/completions", name="memory_llm").mock(side_effect=memory_llm)
         router.post(f"{UPSTREAM}/chat/completions", name="chat").respond(200, json=completion())
         router.get(f"{UPSTREAM}/models", name="models").respond(
             200, json={"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
@@ -214,3 +228,12 @@ def chat_body(text: str, **extra: Any) -> dict[str, Any]:
 
 def user_headers(user_id: str, **extra: str) -> dict[str, str]:
     return {"x-openwebui-user-id": user_id, **extra}
+
+
+@pytest.fixture
+async def worker(settings: Settings, outside: respx.MockRouter) -> AsyncIterator[Worker]:
+    """A formation worker with resources of its own (like `memory-proxy worker`), sharing the test's
+    database; tests await `worker.run_until_idle()` instead of waiting for background work."""
+    async with open_services(settings, httpx.AsyncClient(timeout=5)) as services:
+        yield Worker(pool=services.pool, embedder=services.embedder, llm=services.llm,
+                     settings=settings.formation)

@@ -6,7 +6,7 @@ from typing import Any
 import psycopg
 
 from proxy.store.database import migrate, migration_names
-from proxy.store.memories import count_memories, search_memories
+from proxy.store.memories import count_memories, link_vector, search_memories
 from tests.conftest import USER_A, USER_B, add_memory, vector_for
 
 QUERY = "Which JavaScript runtime should I use for my next project?"
@@ -48,7 +48,7 @@ async def test_vectors_of_another_model_or_dimension_are_never_compared(db: Any)
 
 async def test_shared_vector_unlinked_for_one_user_stays_for_the_other(db: Any) -> None:
     vector_id = await add_memory(db, USER_A, "User lives in Berlin.")
-    await db.execute("INSERT INTO users_vectors (user_id, vector_id) VALUES (%s, %s)", [USER_B, vector_id])
+    assert await link_vector(db, USER_B, vector_id)
     await db.execute("DELETE FROM users_vectors WHERE user_id = %s AND vector_id = %s", [USER_A, vector_id])
     assert await count_memories(db, USER_A) == 0 and await count_memories(db, USER_B) == 1
 
@@ -67,3 +67,21 @@ async def test_concurrent_migrations_on_an_empty_database_apply_once(pg_server: 
     url = pg_server.get_uri("fresh_migrate")
     results = await asyncio.gather(*(migrate(url) for _ in range(3)))
     assert sorted(len(r) for r in results) == [0, 0, len(migration_names())]
+
+
+async def test_parallel_inserts_of_the_same_text_leave_one_link(database_url: str) -> None:
+    """The exact-duplicate guard is a unique constraint: racing transactions cannot create twins."""
+    from proxy.store.database import make_pool
+    from proxy.store.memories import insert_memory
+
+    async with make_pool(database_url, 20) as pool:
+        async def insert(text: str) -> str:
+            async with pool.connection() as conn:
+                return await insert_memory(conn, user_id=USER_A, content=text, embedding=vector_for(text),
+                                           model="mistral-embed")
+        variants = ["User lives in Berlin.", "user lives in berlin", "  User  lives in Berlin!  "] * 7
+        ids = await asyncio.gather(*(insert(v) for v in variants))
+        async with pool.connection() as conn:
+            assert await count_memories(conn, USER_A) == 1
+            assert await count_memories(conn, USER_B) == 0
+    assert len(set(ids)) == 1  # every caller got the one surviving id

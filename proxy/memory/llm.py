@@ -1,0 +1,68 @@
+"""The memory LLM: structured output through instructor, from Mistral or any OpenAI-compatible server.
+
+One narrow interface — `await llm.structured(ResponseModel, messages, purpose=...)` — whatever the
+provider. Both SDKs get an `httpx.AsyncClient` we own (mistralai 3.x would otherwise use httpx2,
+which respx cannot intercept). Every call is bounded by MEMORY_LLM_TIMEOUT and counted with its tokens.
+Any failure becomes `MemoryUnavailable("llm")`: the worker retries the job with backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, TypeVar
+
+import httpx
+import instructor
+import openai
+from mistralai.client import Mistral
+from pydantic import BaseModel
+
+from ..errors import MemoryUnavailable
+from ..observability import LLM_CALLS, LLM_TOKENS
+from ..settings import MemoryLLMSettings
+
+Model = TypeVar("Model", bound=BaseModel)
+
+MODES = {
+    "tools": instructor.Mode.TOOLS,
+    "json_schema": instructor.Mode.JSON_SCHEMA,
+    "json": instructor.Mode.JSON,  # response_format json_object: what llama.cpp accepts
+    "md_json": instructor.Mode.MD_JSON,
+}
+
+
+def _usage(completion: Any) -> tuple[int, int]:
+    usage = getattr(completion, "usage", None)
+    return (int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0))
+
+
+class MemoryLLM:
+    def __init__(self, settings: MemoryLLMSettings, http_client: httpx.AsyncClient) -> None:
+        self.settings = settings
+        mode = MODES[settings.mode]
+        if settings.provider == "mistral":
+            sdk = Mistral(api_key=settings.api_key, server_url=settings.base_url.removesuffix("/v1"),
+                          async_client=http_client)
+            self._client = instructor.from_mistral(sdk, mode=mode, use_async=True)
+        else:
+            sdk_openai = openai.AsyncOpenAI(base_url=settings.base_url, api_key=settings.api_key or "unused",
+                                            http_client=http_client, max_retries=0)
+            self._client = instructor.from_openai(sdk_openai, mode=mode)
+
+    async def structured(self, response_model: type[Model], messages: list[dict[str, str]], *,
+                         purpose: str) -> Model:
+        """One structured call; instructor re-asks once when the output does not validate."""
+        try:
+            async with asyncio.timeout(self.settings.timeout_s):
+                result, completion = await self._client.create_with_completion(
+                    model=self.settings.model, messages=messages,  # type: ignore[arg-type]
+                    response_model=response_model, max_retries=1, temperature=0,
+                )
+        except Exception as exc:  # timeouts, HTTP errors, invalid output after the re-ask
+            LLM_CALLS.labels(purpose, "error").inc()
+            raise MemoryUnavailable("llm", f"{purpose} call failed: {type(exc).__name__}: {exc}") from exc
+        LLM_CALLS.labels(purpose, "ok").inc()
+        prompt_tokens, completion_tokens = _usage(completion)
+        LLM_TOKENS.labels(purpose, "prompt").inc(prompt_tokens)
+        LLM_TOKENS.labels(purpose, "completion").inc(completion_tokens)
+        return result

@@ -1,0 +1,256 @@
+"""The formation worker: claim job → extract → resolve → apply in one transaction → finish.
+
+Runs inside `serve` (WORKER_IN_PROCESS) or as `memory-proxy worker`; any number of workers share the
+queue. A job's memory writes and its `done` mark commit together, and only while this worker still
+holds the job's lease, so a crash or a takeover never applies a job twice. Failures are retried with
+exponential backoff until JOB_MAX_ATTEMPTS, then the job is dead (visible, retryable). Every attempt
+logs exactly one `memory_decision` line (seed 001 §4.7) in a fresh log context.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import time
+import uuid
+from typing import Any
+
+import psycopg
+from psycopg import AsyncConnection
+from psycopg_pool import AsyncConnectionPool
+
+from .memory.embed import Embedder
+from .memory.extract import extract_facts
+from .memory.llm import MemoryLLM
+from .memory.resolve import Candidate, Resolution, resolve
+from .observability import DECISIONS, FORMATION_LATENCY, JOB_EVENTS, JOBS, MEMORY_LINKS, MEMORY_USERS, log
+from .settings import FormationSettings
+from .store import jobs, memories
+
+POLL_S = 1.0  # fallback when no NOTIFY arrives (listener down, jobs whose backoff has passed)
+GAUGES_EVERY_S = 15.0
+LISTEN_RETRY_S = 2.0
+MAX_BACKOFF_S = 3600.0
+
+
+class LeaseLost(Exception):
+    """Another worker took the job over (our lease expired): our writes are rolled back."""
+
+
+def backoff_seconds(settings: FormationSettings, attempts: int) -> float:
+    return float(min(settings.retry_base_s * 2 ** max(attempts - 1, 0), MAX_BACKOFF_S))
+
+
+async def apply_resolutions(conn: AsyncConnection[Any], job: jobs.Job, resolutions: list[Resolution],
+                            model: str) -> list[dict[str, Any]]:
+    """Write the decisions for `job.user_id` (inside the caller's transaction); return them as logged.
+
+    Flip-flop rule: a replace/refine only happens when this statement is strictly newer than the one it
+    replaces; otherwise it is ignored. A target already unlinked by another job makes the fact an add.
+    """
+    applied: list[dict[str, Any]] = []
+    for r in resolutions:
+        entry: dict[str, Any] = {"fact": r.fact, "action": r.action, "target_id": r.target_id, "reason": r.reason}
+        if r.action in ("replace", "refine") and r.target_id:
+            stated_at = await memories.lock_linked_statement_time(conn, job.user_id, r.target_id)
+            if stated_at is None:
+                entry.update(action="add", target_id=None, reason=f"{r.reason} (target already superseded)")
+            elif job.said_at <= stated_at:
+                entry.update(action="ignore", reason="flip-flop rule: the stored memory is not older")
+        if entry["action"] in ("add", "replace", "refine"):
+            new_id = await memories.add_memory(conn, user_id=job.user_id, content=r.fact, embedding=r.embedding,
+                                               model=model, stated_at=job.said_at)
+            if new_id is None:  # the user already holds this exact text (a concurrent job stored it)
+                new_id = await memories.find_same_text(conn, job.user_id, r.fact)
+                if entry["action"] == "add":
+                    entry.update(action="ignore", target_id=new_id, reason="exact duplicate")
+            if entry["action"] in ("replace", "refine") and new_id:
+                await memories.supersede_memory(conn, user_id=job.user_id, old_id=entry["target_id"],
+                                                new_id=new_id, reason=r.reason)
+            entry["memory_id"] = new_id
+        applied.append(entry)
+    return applied
+
+
+class Worker:
+    def __init__(self, *, pool: AsyncConnectionPool, embedder: Embedder, llm: MemoryLLM,
+                 settings: FormationSettings, worker_id: str | None = None) -> None:
+        self.pool, self.embedder, self.llm, self.settings = pool, embedder, llm, settings
+        self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self._running: dict[int, asyncio.Task[None]] = {}
+        self._wake = asyncio.Event()
+
+    # ------------------------------------------------------------ one job
+
+    async def _form(self, job: jobs.Job) -> tuple[list[Resolution], int]:
+        payload = job.payload
+        facts = await extract_facts(
+            self.llm, today=job.said_at.date().isoformat(),
+            existing=[m["content"] for m in payload.get("retrieved", [])],
+            context=payload.get("context", []), user_message=payload.get("user_message", ""),
+            assistant_reply=payload.get("assistant_reply", ""))
+        if not facts:
+            return [], 0
+        vectors = await self.embedder.embed(facts)
+        candidates = []
+        async with self.pool.connection() as conn:
+            for fact, vector in zip(facts, vectors, strict=True):
+                duplicate = await memories.find_same_text(conn, job.user_id, fact)
+                neighbors = [] if duplicate else await memories.search_memories(
+                    conn, user_id=job.user_id, model=self.embedder.model, embedding=vector,
+                    top_k=self.settings.neighbors, min_score=-1.0, include_global=False)
+                candidates.append(Candidate(fact, vector, duplicate, neighbors))
+        return await resolve(self.llm, candidates), len(facts)
+
+    async def process(self, job: jobs.Job) -> str:
+        """Run one claimed job to `done`, `queued` (retry later) or `dead`; return that status."""
+        started = time.perf_counter()
+        context = {"job_id": job.id, "user_id": job.user_id, "attempt": job.attempts,
+                   "input_message_length": len(job.payload.get("user_message", ""))}
+        try:
+            resolutions, extracted = await self._form(job)
+            async with self.pool.connection() as conn, conn.transaction():
+                decisions = await apply_resolutions(conn, job, resolutions, self.embedder.model)
+                if not await jobs.complete(conn, job_id=job.id, worker_id=self.worker_id):
+                    raise LeaseLost(f"job {job.id} was taken over by another worker")
+        except LeaseLost as exc:
+            log.warning("memory_decision", **context, status="lease_lost", error=str(exc), decisions=[],
+                        duration_ms=round((time.perf_counter() - started) * 1000, 1))
+            return "lease_lost"
+        except Exception as exc:  # anything: the job is retried or dead, never lost, never raised
+            status = await self._fail(job, exc)
+            log.warning("memory_decision", **context, status=status, error=f"{type(exc).__name__}: {exc}",
+                        extracted_count=0, decisions=[],
+                        duration_ms=round((time.perf_counter() - started) * 1000, 1))
+            return status
+        finally:
+            FORMATION_LATENCY.observe(time.perf_counter() - started)
+        JOB_EVENTS.labels("completed").inc()
+        for decision in decisions:
+            DECISIONS.labels(decision["action"]).inc()
+        log.info("memory_decision", **context, status="done", extracted_count=extracted, decisions=decisions,
+                 duration_ms=round((time.perf_counter() - started) * 1000, 1))
+        return "done"
+
+    async def _fail(self, job: jobs.Job, exc: Exception) -> str:
+        try:
+            async with self.pool.connection() as conn:
+                status = await jobs.fail(conn, job_id=job.id, worker_id=self.worker_id,
+                                         error=f"{type(exc).__name__}: {exc}",
+                                         max_attempts=self.settings.max_attempts,
+                                         backoff_s=backoff_seconds(self.settings, job.attempts))
+        except (psycopg.Error, OSError):
+            status = None  # the database is down too: the lease expires and the job is taken again
+        JOB_EVENTS.labels("dead" if status == "dead" else "retried").inc()
+        return status or "failed"
+
+    # ------------------------------------------------------------ the queue
+
+    async def claim(self, limit: int) -> list[jobs.Job]:
+        async with self.pool.connection() as conn:
+            return await jobs.claim(conn, worker_id=self.worker_id, limit=limit, lease_s=self.settings.lease_s)
+
+    async def run_until_idle(self) -> int:
+        """Process ready jobs until none is left; return how many ran (tests, benchmarks, one-shot use)."""
+        done = 0
+        while claimed := await self.claim(self.settings.concurrency):
+            await asyncio.gather(*(self.process(job) for job in claimed))
+            done += len(claimed)
+        return done
+
+    async def run(self, stop: asyncio.Event, drain_timeout_s: float = 10.0) -> None:
+        """Work until `stop` is set, then finish or release the running jobs."""
+        listener = asyncio.create_task(self._listen())
+        stopper = asyncio.create_task(self._wake_on(stop))
+        next_gauges = next_heartbeat = 0.0
+        try:
+            while not stop.is_set():
+                self._wake.clear()
+                await self._start_jobs()
+                now = time.monotonic()
+                if now >= next_heartbeat:
+                    await self._extend_leases()
+                    next_heartbeat = now + self.settings.lease_s / 3
+                if now >= next_gauges:
+                    await refresh_gauges(self.pool)
+                    next_gauges = now + GAUGES_EVERY_S
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), POLL_S)
+        finally:
+            listener.cancel()
+            stopper.cancel()
+            await self._drain(drain_timeout_s)
+
+    async def _start_jobs(self) -> None:
+        free = self.settings.concurrency - len(self._running)
+        if free <= 0:
+            return
+        try:
+            claimed = await self.claim(free)
+        except (psycopg.Error, OSError) as exc:
+            log.warning("job_claim_failed", error=str(exc))
+            return
+        for job in claimed:
+            task = asyncio.create_task(self.process(job))
+            self._running[job.id] = task
+            task.add_done_callback(lambda _, job_id=job.id: (self._running.pop(job_id, None), self._wake.set()))
+        if len(claimed) == free:
+            self._wake.set()  # there may be more ready jobs: look again once a slot frees
+
+    async def _extend_leases(self) -> None:
+        if not self._running:
+            return
+        try:
+            async with self.pool.connection() as conn:
+                await jobs.extend_lease(conn, job_ids=list(self._running), worker_id=self.worker_id,
+                                        lease_s=self.settings.lease_s)
+        except (psycopg.Error, OSError) as exc:
+            log.warning("job_lease_extension_failed", error=str(exc))
+
+    async def _listen(self) -> None:
+        """LISTEN for new jobs so an idle worker starts at once; polling covers any gap."""
+        while True:
+            try:
+                async with await psycopg.AsyncConnection.connect(self.pool.conninfo, autocommit=True) as conn:
+                    await conn.execute(f"LISTEN {jobs.CHANNEL}")
+                    async for _ in conn.notifies():
+                        self._wake.set()
+            except (psycopg.Error, OSError):
+                await asyncio.sleep(LISTEN_RETRY_S)
+
+    async def _wake_on(self, stop: asyncio.Event) -> None:
+        await stop.wait()
+        self._wake.set()
+
+    async def _drain(self, timeout_s: float) -> None:
+        """Shutdown: let running jobs finish within `timeout_s`, cancel the rest and release them."""
+        running = list(self._running.values())
+        if running:
+            _, pending = await asyncio.wait(running, timeout=timeout_s)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        try:
+            async with self.pool.connection() as conn:
+                released = await jobs.release(conn, worker_id=self.worker_id)
+            if released:
+                log.info("jobs_released", count=released, worker_id=self.worker_id)
+        except (psycopg.Error, OSError) as exc:
+            log.warning("job_release_failed", error=str(exc))
+
+
+async def refresh_gauges(pool: AsyncConnectionPool) -> None:
+    """Queue depth and memory totals, read from the database (the truth across workers and replicas)."""
+    try:
+        async with pool.connection() as conn:
+            counts = await jobs.status_counts(conn)
+            links, users = await memories.memory_totals(conn)
+    except (psycopg.Error, OSError) as exc:
+        log.warning("gauge_refresh_failed", error=str(exc))
+        return
+    for status in ("queued", "running", "dead"):
+        JOBS.labels(status).set(counts[status])
+    MEMORY_LINKS.set(links)
+    MEMORY_USERS.set(users)

@@ -1,0 +1,294 @@
+"""Memory formation end to end: chat turn → durable job → extract → resolve → apply → audit → retrieval.
+
+Real PostgreSQL; the memory LLM is the scripted FakeMemoryLLM behind respx. Tests await the worker
+(`run_until_idle`) instead of sleeping.
+"""
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+from structlog.testing import capture_logs
+
+from proxy.observability import DECISIONS, JOB_EVENTS
+from proxy.store import jobs
+from tests.conftest import (
+    PROXY_KEY,
+    USER_A,
+    USER_B,
+    add_memory,
+    chat_body,
+    chunk,
+    completion,
+    sent_body,
+    sse,
+    system_text,
+    user_headers,
+)
+from tests.fake_llm import Pending
+
+CHAT = "/v1/chat/completions"
+BUN_MSG = "I'm a software engineer and I use Bun"
+NODE_MSG = "I switched from Bun to Node"
+BUN = "User is a software engineer who uses Bun."
+NODE = "User is a software engineer who uses Node."
+RUNTIME_Q = "Which JavaScript runtime should I use for my next project?"
+
+
+def facts_for(message: str) -> list[str]:
+    return {BUN_MSG: [BUN], NODE_MSG: [NODE]}.get(message, [])
+
+
+def switch_runtime(pending: list[Pending]) -> list[dict[str, Any]]:
+    """Node replaces Bun; anything else is added."""
+    out = []
+    for p in pending:
+        bun = next((i for i, text in p.existing if text == BUN), None)
+        if p.fact == NODE and bun:
+            out.append({"candidate": p.index, "action": "replace", "target_id": bun,
+                        "reason": "User switched from Bun to Node"})
+        else:
+            out.append({"candidate": p.index, "action": "add", "target_id": None, "reason": "new"})
+    return out
+
+
+async def links(db: Any, user: str) -> list[str]:
+    cur = await db.execute("SELECT v.content FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id"
+                           " WHERE uv.user_id = %s ORDER BY v.content", [user])
+    return [row[0] for row in await cur.fetchall()]
+
+
+async def job_rows(db: Any) -> list[tuple]:
+    cur = await db.execute("SELECT user_id, status, payload, attempts FROM memory_jobs ORDER BY id")
+    return await cur.fetchall()
+
+
+# ---------------------------------------------------------------- enqueue
+
+async def test_a_chat_turn_enqueues_one_job_with_the_reply(client: Any, outside: Any, db: Any) -> None:
+    outside.routes["chat"].respond(200, json=completion("Nice, Bun is fast."))
+    await client.post(CHAT, json=chat_body(BUN_MSG), headers=user_headers(USER_A, **{"x-openwebui-chat-id": "c1"}))
+    [(user, status, payload, attempts)] = await job_rows(db)
+    assert (user, status, attempts) == (USER_A, "queued", 0)
+    assert payload["user_message"] == BUN_MSG and payload["assistant_reply"] == "Nice, Bun is fast."
+
+
+async def test_tasks_anonymous_and_failed_turns_enqueue_nothing(client: Any, outside: Any, db: Any) -> None:
+    task = {"model": "m", "stream": False, "messages": [{"role": "user", "content": "### Task:\nGenerate a title"}]}
+    await client.post(CHAT, json=task, headers=user_headers(USER_A))
+    await client.post(CHAT, json=chat_body(BUN_MSG))  # anonymous
+    outside.routes["chat"].respond(500, json={"error": {"message": "boom", "type": "server_error"}})
+    await client.post(CHAT, json=chat_body(BUN_MSG), headers=user_headers(USER_A))
+    assert await job_rows(db) == []
+
+
+async def test_formation_disabled_enqueues_nothing(env: dict, app_factory: Any, outside: Any, db: Any) -> None:
+    from litestar.testing import AsyncTestClient
+
+    from proxy.settings import load_settings
+
+    async with AsyncTestClient(app_factory(load_settings({**env, "FORMATION_ENABLED": "false"}))) as c:
+        response = await c.post(CHAT, json=chat_body(BUN_MSG),
+                                headers={"authorization": f"Bearer {PROXY_KEY}", **user_headers(USER_A)})
+    assert response.status_code == 200 and await job_rows(db) == []
+
+
+async def test_stream_is_teed_and_the_job_is_written_before_the_request_ends(
+        live_url: str, outside: Any, db: Any) -> None:
+    events = sse(chunk({"role": "assistant", "content": ""}), chunk({"content": "Bun "}),
+                 chunk({"content": "is fast."}), chunk({}, finish_reason="stop"))
+    outside.routes["chat"].respond(200, stream=httpx.ByteStream(b"".join(events)),
+                                   headers={"content-type": "text/event-stream"})
+    async with httpx.AsyncClient() as client:
+        response = await client.post(f"{live_url}{CHAT}", json=chat_body(BUN_MSG, stream=True),
+                                     headers={"authorization": f"Bearer {PROXY_KEY}", **user_headers(USER_A)})
+    assert response.content == b"".join(events)  # the tee changed nothing
+    [(_, status, payload, _)] = await job_rows(db)  # already there: no waiting
+    assert status == "queued" and payload["assistant_reply"] == "Bun is fast."
+
+
+async def test_database_down_at_enqueue_is_counted_and_chat_goes_on(client: Any, outside: Any, db: Any,
+                                                                    pg_server: Any, database_url: str) -> None:
+    name = database_url.split("?")[0].rsplit("/", 1)[1]
+    with psycopg.connect(pg_server.get_uri(), autocommit=True) as admin:
+        admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS false")
+        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", [name])
+    before = JOB_EVENTS.labels("enqueue_failed")._value.get()
+    response = await client.post(CHAT, json=chat_body(BUN_MSG), headers=user_headers(USER_A))
+    assert response.status_code == 200
+    assert JOB_EVENTS.labels("enqueue_failed")._value.get() == before + 1
+    with psycopg.connect(pg_server.get_uri(), autocommit=True) as admin:
+        admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS true")
+
+
+# ---------------------------------------------------------------- the seed 001 §6.2 flow
+
+async def test_learn_replace_and_retrieve(client: Any, outside: Any, db: Any, worker: Any, memory_llm: Any) -> None:
+    memory_llm.extract = facts_for
+    memory_llm.resolve = switch_runtime
+    replaced_before = DECISIONS.labels("replace")._value.get()
+
+    # 1. A tells a fact → one memory for A alone, one decision line
+    await client.post(CHAT, json=chat_body(BUN_MSG), headers=user_headers(USER_A))
+    with capture_logs() as logs:
+        assert await worker.run_until_idle() == 1
+    assert await links(db, USER_A) == [BUN] and await links(db, USER_B) == []
+    [line] = [e for e in logs if e["event"] == "memory_decision"]
+    assert line["user_id"] == USER_A and line["input_message_length"] == len(BUN_MSG)
+    assert line["extracted_count"] == 1 and line["status"] == "done" and "job_id" in line and "duration_ms" in line
+    assert [(d["fact"], d["action"]) for d in line["decisions"]] == [(BUN, "add")]
+    assert memory_llm.calls("resolve") == 0  # nothing to compare with: no second LLM call
+
+    # 2. A switches → Bun unlinked for A, Node linked, audited with the reason
+    await client.post(CHAT, json=chat_body(NODE_MSG), headers=user_headers(USER_A))
+    with capture_logs() as logs:
+        assert await worker.run_until_idle() == 1
+    assert await links(db, USER_A) == [NODE]
+    cur = await db.execute("SELECT o.content, n.content, u.reason, u.user_id FROM memory_updates u"
+                           " JOIN vectors o ON o.id = u.old_vector_id JOIN vectors n ON n.id = u.new_vector_id")
+    assert await cur.fetchall() == [(BUN, NODE, "User switched from Bun to Node", USER_A)]
+    [line] = [e for e in logs if e["event"] == "memory_decision"]
+    assert line["decisions"][0]["action"] == "replace" and line["decisions"][0]["target_id"]
+    assert DECISIONS.labels("replace")._value.get() == replaced_before + 1
+    cur = await db.execute("SELECT count(*) FROM vectors WHERE content = %s", [BUN])
+    assert (await cur.fetchone())[0] == 1  # the old vector stays (others may share it)
+
+    # 3. A's next chat has Node injected, not Bun
+    response = await client.post(CHAT, json=chat_body(RUNTIME_Q), headers=user_headers(USER_A))
+    system = system_text(sent_body(outside))
+    assert NODE in system and BUN not in system and len(response.json()["memories"]) == 1
+    assert [s for s, *_ in await job_rows(db)].count(USER_A) == 3
+
+
+async def test_the_same_fact_in_20_parallel_requests_leaves_one_memory(
+        client: Any, outside: Any, db: Any, worker: Any, memory_llm: Any, settings: Any) -> None:
+    from proxy.services import open_services
+    from proxy.worker import Worker
+
+    memory_llm.extract = facts_for
+    await asyncio.gather(*(client.post(CHAT, json=chat_body(BUN_MSG), headers=user_headers(USER_A))
+                           for _ in range(20)))
+    assert len(await job_rows(db)) == 20
+    async with open_services(settings, httpx.AsyncClient()) as other:  # a second worker races the first
+        rival = Worker(pool=other.pool, embedder=other.embedder, llm=other.llm, settings=settings.formation)
+        done = await asyncio.gather(worker.run_until_idle(), rival.run_until_idle())
+    assert sum(done) == 20
+    assert await links(db, USER_A) == [BUN]
+    assert {status for _, status, _, _ in await job_rows(db)} == {"done"}
+
+
+async def test_flip_flop_an_older_statement_never_replaces_a_newer_one(
+        db: Any, worker: Any, memory_llm: Any) -> None:
+    memory_llm.extract = facts_for
+    memory_llm.resolve = lambda pending: [{"candidate": p.index, "action": "replace",
+                                           "target_id": p.existing[0][0], "reason": "changed"} for p in pending]
+    now = datetime.now(UTC)
+    # the newer statement (Node, said now) is processed first: nothing to compare with, it is added …
+    await jobs.enqueue(db, user_id=USER_A, said_at=now, payload={"user_message": NODE_MSG})
+    await worker.run_until_idle()
+    # … then an older one (Bun, said an hour ago) arrives late: the LLM says replace, the rule says no
+    await jobs.enqueue(db, user_id=USER_A, said_at=now - timedelta(hours=1), payload={"user_message": BUN_MSG})
+    with capture_logs() as logs:
+        await worker.run_until_idle()
+    assert await links(db, USER_A) == [NODE]
+    [line] = [e for e in logs if e["event"] == "memory_decision"]
+    assert line["decisions"][0]["action"] == "ignore" and "flip-flop" in line["decisions"][0]["reason"]
+
+
+async def test_a_shared_memory_is_unlinked_only_for_the_user_who_changed(
+        db: Any, worker: Any, memory_llm: Any) -> None:
+    from proxy.store.memories import link_vector
+
+    memory_llm.extract = facts_for
+    memory_llm.resolve = switch_runtime
+    bun = await add_memory(db, USER_A, BUN)
+    await db.execute("UPDATE vectors SET stated_at = now() - interval '1 day' WHERE id = %s", [bun])
+    assert await link_vector(db, USER_B, bun)
+    await jobs.enqueue(db, user_id=USER_A, said_at=datetime.now(UTC), payload={"user_message": NODE_MSG})
+    await worker.run_until_idle()
+    assert await links(db, USER_A) == [NODE] and await links(db, USER_B) == [BUN]
+
+
+# ---------------------------------------------------------------- failures
+
+@pytest.mark.parametrize("fault", ["malformed", "timeout", "http_500"])
+async def test_a_failing_memory_llm_is_retried_then_dead_and_chat_is_unaffected(
+        env: dict, client: Any, outside: Any, db: Any, memory_llm: Any, fault: str) -> None:
+    from proxy.services import open_services
+    from proxy.settings import load_settings
+    from proxy.worker import Worker
+
+    memory_llm.extract = facts_for
+    if fault == "malformed":
+        memory_llm.malformed = True
+    elif fault == "timeout":
+        memory_llm.hang = asyncio.Event()
+    else:
+        outside.routes["memory_llm"].respond(500, json={"object": "error", "message": "overloaded"})
+    settings = load_settings({**env, "JOB_MAX_ATTEMPTS": "3", "MEMORY_LLM_TIMEOUT": "0.2"})
+    dead_before = JOB_EVENTS.labels("dead")._value.get()
+    retried_before = JOB_EVENTS.labels("retried")._value.get()
+
+    response = await client.post(CHAT, json=chat_body(BUN_MSG), headers=user_headers(USER_A))
+    assert response.status_code == 200
+    async with open_services(settings, httpx.AsyncClient()) as services:
+        worker = Worker(pool=services.pool, embedder=services.embedder, llm=services.llm,
+                        settings=settings.formation)
+        async with asyncio.timeout(20):  # backoff is 10 ms here: poll until the job is dead
+            while (await job_rows(db))[0][1] != "dead":
+                await worker.run_until_idle()
+                response = await client.post(CHAT, json=chat_body(RUNTIME_Q))  # chat keeps working
+                assert response.status_code == 200
+    [(_, status, _, attempts)] = [r for r in await job_rows(db) if r[0] == USER_A]
+    assert (status, attempts) == ("dead", 3)
+    assert JOB_EVENTS.labels("retried")._value.get() == retried_before + 2
+    assert JOB_EVENTS.labels("dead")._value.get() == dead_before + 1
+    cur = await db.execute("SELECT last_error FROM memory_jobs WHERE status = 'dead'")
+    assert (await cur.fetchone())[0]
+    assert await links(db, USER_A) == []
+
+    # a dead job is visible and can be retried once the LLM is back
+    memory_llm.malformed, memory_llm.hang = False, None
+    outside.routes["memory_llm"].mock(side_effect=memory_llm)
+    assert await jobs.retry_dead(db) == 1
+    async with open_services(settings, httpx.AsyncClient()) as services:
+        worker = Worker(pool=services.pool, embedder=services.embedder, llm=services.llm,
+                        settings=settings.formation)
+        assert await worker.run_until_idle() == 1
+    assert await links(db, USER_A) == [BUN]
+
+
+async def test_a_job_whose_worker_died_is_taken_over_after_its_lease(
+        db: Any, worker: Any, memory_llm: Any) -> None:
+    memory_llm.extract = facts_for
+    await jobs.enqueue(db, user_id=USER_A, said_at=datetime.now(UTC), payload={"user_message": BUN_MSG})
+    [claimed] = await jobs.claim(db, worker_id="dead-worker", limit=5, lease_s=0.05)  # then it "dies"
+    assert await worker.run_until_idle() == 0  # its lease is still valid
+    await db.execute("UPDATE memory_jobs SET locked_until = now() - interval '1 second'")
+    assert await worker.run_until_idle() == 1
+    assert await links(db, USER_A) == [BUN]
+    # the dead worker waking up cannot complete (nor apply) the job a second time
+    assert not await jobs.complete(db, job_id=claimed.id, worker_id="dead-worker")
+
+
+# ---------------------------------------------------------------- cold start
+
+async def test_global_memories_reach_users_with_fewer_than_five_of_their_own(client: Any, outside: Any,
+                                                                            db: Any) -> None:
+    from proxy.store.memories import insert_global_memory
+    from tests.conftest import vector_for
+
+    text = "Everyone on this server works at Acme."
+    global_id = await insert_global_memory(db, content=text, embedding=vector_for(text), model="mistral-embed")
+    assert await insert_global_memory(db, content=text, embedding=vector_for(text), model="mistral-embed") == global_id
+    response = await client.post(CHAT, json=chat_body("Where do I work?"), headers=user_headers(USER_A))
+    assert response.json()["memories"] == [global_id] and text in system_text(sent_body(outside))
+
+    for fact in ["User lives in Berlin.", "User has a dog named Rex.", "User is allergic to peanuts.",
+                 "User prefers green tea over coffee.", BUN]:
+        await add_memory(db, USER_B, fact)
+    response = await client.post(CHAT, json=chat_body("Where do I work?"), headers=user_headers(USER_B))
+    assert response.json()["memories"] == []
