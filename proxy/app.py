@@ -63,6 +63,7 @@ def create_app(settings: Settings, http_client: httpx.AsyncClient | None = None)
                 stop.set()
                 if worker_task:
                     await worker_task
+                log.info("stopped")
 
     app = Litestar(
         route_handlers=ROUTES,
@@ -74,6 +75,7 @@ def create_app(settings: Settings, http_client: httpx.AsyncClient | None = None)
         },
         request_max_body_size=settings.server.max_request_bytes,
         openapi_config=None,
+        logging_config=None,  # structlog is configured by observability.configure_logging
         debug=False,
     )
     app.state.key_checker = key_checker

@@ -14,7 +14,7 @@ from .memory.embed import Embedder, build_embedder
 from .memory.llm import MemoryLLM
 from .observability import log
 from .settings import Settings
-from .store.database import make_pool, migrate, start_embedded
+from .store.database import embedded_postgres, make_pool, migrate
 from .upstream import Upstream, make_clients
 
 
@@ -27,27 +27,35 @@ class Services:
     llm: MemoryLLM
 
 
-async def database_url(settings: Settings) -> str:
+@asynccontextmanager
+async def database(settings: Settings) -> AsyncIterator[str]:
+    """DATABASE_URL, or the embedded PostgreSQL under the data dir for as long as the block runs."""
     if settings.database.url:
-        return settings.database.url
-    return await asyncio.to_thread(start_embedded, settings.server.data_dir)
+        yield settings.database.url
+        return
+    embedded = embedded_postgres(settings.server.data_dir)
+    conninfo = await asyncio.to_thread(embedded.__enter__)
+    try:
+        yield conninfo
+    finally:
+        await asyncio.to_thread(embedded.__exit__, None, None, None)
 
 
 @asynccontextmanager
 async def open_services(settings: Settings, http_client: httpx.AsyncClient | None = None) -> AsyncIterator[Services]:
     """Database (migrated), pool, HTTP clients, embedder and memory LLM; all closed on exit.
     A given `http_client` (tests: mocked by respx) is used for every outside call and not closed here."""
-    conninfo = await database_url(settings)
-    applied = await migrate(conninfo)
-    if applied:
-        log.info("migrations_applied", names=applied)
-    clients = [http_client] if http_client else make_clients(settings.upstream)
-    upstream = Upstream(settings.upstream, clients)
-    async with make_pool(conninfo, settings.database.pool_size) as pool:
-        try:
-            yield Services(settings=settings, pool=pool, upstream=upstream,
-                           embedder=build_embedder(settings.embedding, clients[0]),
-                           llm=MemoryLLM(settings.memory_llm, clients[0]))
-        finally:
-            if http_client is None:
-                await upstream.aclose()
+    async with database(settings) as conninfo:
+        applied = await migrate(conninfo)
+        if applied:
+            log.info("migrations_applied", names=applied)
+        async with make_pool(conninfo, settings.database.pool_size) as pool:
+            clients = [http_client] if http_client else make_clients(settings.upstream)
+            upstream = Upstream(settings.upstream, clients)
+            try:
+                yield Services(settings=settings, pool=pool, upstream=upstream,
+                               embedder=build_embedder(settings.embedding, clients[0]),
+                               llm=MemoryLLM(settings.memory_llm, clients[0]))
+            finally:
+                if http_client is None:
+                    await upstream.aclose()

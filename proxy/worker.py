@@ -176,8 +176,8 @@ class Worker:
                 if now >= next_gauges:
                     await refresh_gauges(self.pool)
                     next_gauges = now + GAUGES_EVERY_S
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), POLL_S)
+                with contextlib.suppress(TimeoutError):  # new job, free slot, stop, or time to renew
+                    await asyncio.wait_for(self._wake.wait(), min(POLL_S, max(next_heartbeat - now, 0.01)))
         finally:
             listener.cancel()
             stopper.cancel()

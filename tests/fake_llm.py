@@ -1,4 +1,5 @@
-"""A scripted memory LLM: answers the extraction and resolution prompts like Mistral or an OpenAI server.
+"""A scripted memory LLM: answers the extraction and resolution prompts like Mistral or an OpenAI server
+(and any other chat request with a plain "Noted.", so it can stand in for the upstream too).
 
 Tests set `extract` (user message → facts) and `resolve` (list of Pending → decisions). It answers in
 tool-call form when the request carries tools (instructor's TOOLS mode) and as JSON content otherwise
@@ -51,6 +52,11 @@ def same_or_add(pending: list[Pending]) -> list[dict[str, Any]]:
     return out
 
 
+def is_memory_prompt(body: dict[str, Any]) -> bool:
+    prompt = str(body["messages"][-1].get("content", ""))
+    return "memory archivist" in prompt or "memory curator" in prompt
+
+
 @dataclass
 class FakeMemoryLLM:
     extract: Callable[[str], list[str]] = lambda _message: []
@@ -61,6 +67,10 @@ class FakeMemoryLLM:
 
     def answer(self, body: dict[str, Any]) -> dict[str, Any]:
         prompt = body["messages"][-1]["content"]
+        if not is_memory_prompt(body):  # a plain chat turn
+            return {"id": "cmpl-chat", "object": "chat.completion", "created": 1, "model": body["model"],
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": "Noted."},
+                                 "finish_reason": "stop"}]}
         if "memory archivist" in prompt:
             purpose = "extract"
             match = _USER_MESSAGE.search(prompt)
@@ -81,9 +91,10 @@ class FakeMemoryLLM:
                 "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}}
 
     async def __call__(self, request: httpx.Request) -> httpx.Response:
-        if self.hang is not None:
+        body = json.loads(request.content)
+        if self.hang is not None and is_memory_prompt(body):
             await self.hang.wait()
-        return httpx.Response(200, json=self.answer(json.loads(request.content)))
+        return httpx.Response(200, json=self.answer(body))
 
     def calls(self, purpose: str) -> int:
         return sum(1 for p, _ in self.prompts if p == purpose)

@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import psycopg
+import pytest
 from proxy.__main__ import main
 from proxy.settings import markdown_table
 from tests.conftest import EMBEDDINGS, USER_A, vector_for
@@ -91,3 +92,47 @@ async def test_serve_starts_on_the_embedded_database_with_a_generated_key(tmp_pa
         output = process.communicate(timeout=30)[0].decode()
     assert key in output  # the generated key was printed for the operator
     assert (tmp_path / "data" / "postgres" / "PG_VERSION").exists()
+    assert '"event": "stopped"' in output
+    assert not (tmp_path / "data" / "postgres" / "postmaster.pid").exists()  # embedded PostgreSQL stopped too
+
+
+def test_global_memories_from_a_file_and_by_hand(env: dict, outside: Any, database_url: str, tmp_path: Path,
+                                                 monkeypatch, capsys) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    source = tmp_path / "globals.txt"
+    source.write_text("# company facts\nEveryone on this server works at Acme.\n\nThe VPN is at vpn.acme.test.\n")
+    assert main(["memories", "load-global", str(source)]) == 0
+    assert "2 global memories loaded" in capsys.readouterr().out
+    assert main(["memories", "load-global", str(source)]) == 0  # idempotent
+    assert main(["memories", "add", "--global", "Support hours are 9 to 5."]) == 0
+    with psycopg.connect(database_url) as conn:
+        assert conn.execute("SELECT count(*) FROM global_vectors").fetchone()[0] == 3
+        assert conn.execute("SELECT count(*) FROM users_vectors").fetchone()[0] == 0
+
+
+def test_jobs_list_and_retry(env: dict, database_url: str, monkeypatch, capsys) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with psycopg.connect(database_url) as conn:
+        conn.execute("INSERT INTO memory_jobs (user_id, payload, said_at, status, attempts, last_error)"
+                     " VALUES ('u1', '{}', now(), 'dead', 5, 'LLM down'), ('u2', '{}', now(), 'queued', 0, NULL)")
+        dead_id = conn.execute("SELECT id FROM memory_jobs WHERE status = 'dead'").fetchone()[0]
+    assert main(["jobs", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "queued: 1  running: 0  done: 0  dead: 1" in out and "error: LLM down" in out
+    assert main(["jobs", "list", "--status", "dead"]) == 0
+    assert "user=u2" not in capsys.readouterr().out
+    assert main(["jobs", "retry", "--id", str(dead_id)]) == 0
+    assert "1 dead job(s) queued again" in capsys.readouterr().out
+    with psycopg.connect(database_url) as conn:
+        assert conn.execute("SELECT status, attempts FROM memory_jobs WHERE id = %s", [dead_id]).fetchone() == (
+            "queued", 0)
+
+
+@pytest.mark.parametrize("command", [["serve"], ["worker"], ["migrate"], ["settings"], ["memories", "add"],
+                                     ["memories", "load-global"], ["jobs", "list"], ["jobs", "retry"]])
+def test_every_command_has_help(command: list[str], capsys) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main([*command, "--help"])
+    assert exited.value.code == 0 and "usage: memory-proxy" in capsys.readouterr().out

