@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 PROMPTS_DIR = Path(__file__).resolve().parents[1] / "prompts"
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_prompt(name: str) -> str:
     """A template without its leading variables comment."""
     text = (PROMPTS_DIR / name).read_text(encoding="utf-8")

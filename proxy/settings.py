@@ -35,18 +35,18 @@ def _postgres_url(value: str) -> str:
     return value
 
 
-def _positive_int(value: str) -> int:
-    number = int(value)
-    if number <= 0:
-        raise ValueError("must be a positive integer")
-    return number
+def _int_in(low: int, high: int, message: str) -> Callable[[str], int]:
+    def parse(value: str) -> int:
+        number = int(value)
+        if not low <= number <= high:
+            raise ValueError(message)
+        return number
+
+    return parse
 
 
-def _port(value: str) -> int:
-    number = int(value)
-    if not 0 < number < 65536:
-        raise ValueError("must be a TCP port between 1 and 65535")
-    return number
+_positive_int = _int_in(1, 2**62, "must be a positive integer")
+_port = _int_in(1, 65535, "must be a TCP port between 1 and 65535")
 
 
 def _positive_float(value: str) -> float:

@@ -79,7 +79,7 @@ class Worker:
                  settings: FormationSettings, worker_id: str | None = None) -> None:
         self.pool, self.embedder, self.llm, self.settings = pool, embedder, llm, settings
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-        self._running: dict[int, asyncio.Task[None]] = {}
+        self._running: dict[int, asyncio.Task[str]] = {}
         self._wake = asyncio.Event()
 
     # ------------------------------------------------------------ one job
@@ -195,9 +195,14 @@ class Worker:
         for job in claimed:
             task = asyncio.create_task(self.process(job))
             self._running[job.id] = task
-            task.add_done_callback(lambda _, job_id=job.id: (self._running.pop(job_id, None), self._wake.set()))
+            task.add_done_callback(self._finished)
         if len(claimed) == free:
             self._wake.set()  # there may be more ready jobs: look again once a slot frees
+
+    def _finished(self, task: asyncio.Task[str]) -> None:
+        """A slot is free: forget the task and wake the loop to claim the next job."""
+        self._running = {job_id: t for job_id, t in self._running.items() if t is not task}
+        self._wake.set()
 
     async def _extend_leases(self) -> None:
         if not self._running:
@@ -213,7 +218,7 @@ class Worker:
         """LISTEN for new jobs so an idle worker starts at once; polling covers any gap."""
         while True:
             try:
-                async with await psycopg.AsyncConnection.connect(self.pool.conninfo, autocommit=True) as conn:
+                async with await psycopg.AsyncConnection.connect(str(self.pool.conninfo), autocommit=True) as conn:
                     await conn.execute(f"LISTEN {jobs.CHANNEL}")
                     async for _ in conn.notifies():
                         self._wake.set()

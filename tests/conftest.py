@@ -237,3 +237,24 @@ async def worker(settings: Settings, outside: respx.MockRouter) -> AsyncIterator
     async with open_services(settings, httpx.AsyncClient(timeout=5)) as services:
         yield Worker(pool=services.pool, embedder=services.embedder, llm=services.llm,
                      settings=settings.formation)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def wait_ready(base_url: str, process: Any, seconds: float = 45) -> None:
+    """Poll a `memory-proxy serve` subprocess's /readyz until 200 (failing at once if it exits)."""
+    async with httpx.AsyncClient(base_url=base_url) as client, asyncio.timeout(seconds):
+        while True:
+            assert process.poll() is None, process.stdout.read().decode()
+            try:
+                if (await client.get("/readyz")).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            await asyncio.sleep(0.05)

@@ -1,9 +1,7 @@
 """The `memory-proxy` command: serve on the embedded database, migrate, memories add, settings."""
 
-import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -12,15 +10,10 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
+
 from proxy.__main__ import main
 from proxy.settings import markdown_table
-from tests.conftest import EMBEDDINGS, USER_A, vector_for
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.conftest import EMBEDDINGS, USER_A, free_port, vector_for, wait_ready
 
 
 def test_memories_add_embeds_and_stores(env: dict, outside: Any, database_url: str, monkeypatch, capsys) -> None:
@@ -72,16 +65,8 @@ async def test_serve_starts_on_the_embedded_database_with_a_generated_key(tmp_pa
     process = subprocess.Popen([sys.executable, "-m", "proxy", "serve"], env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
+        await wait_ready(f"http://127.0.0.1:{port}", process)
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
-            async with asyncio.timeout(45):
-                while True:
-                    assert process.poll() is None, process.stdout.read().decode()  # type: ignore[union-attr]
-                    try:
-                        if (await client.get("/readyz")).status_code == 200:
-                            break
-                    except httpx.TransportError:
-                        pass
-                    await asyncio.sleep(0.1)
             key = (tmp_path / "data" / "api_key").read_text().strip()
             assert (await client.get("/v1/models")).status_code == 401  # never open
             response = await client.post("/v1/chat/completions", headers={"authorization": f"Bearer {key}"},

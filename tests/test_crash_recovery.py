@@ -16,9 +16,8 @@ import psycopg
 import pytest
 import uvicorn
 
-from tests.conftest import PROXY_KEY, embeddings_reply
+from tests.conftest import PROXY_KEY, embeddings_reply, free_port, wait_ready
 from tests.fake_llm import FakeMemoryLLM, asgi_app
-from tests.test_cli import free_port
 
 BUN_MSG = "I'm a software engineer and I use Bun"
 BUN = "User is a software engineer who uses Bun."
@@ -44,18 +43,6 @@ async def fake_outside() -> AsyncIterator[tuple[str, FakeMemoryLLM]]:
 def start_proxy(env: dict[str, str], port: int) -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-m", "proxy", "serve"], env={**os.environ, **env,
                             "MEMORY_PROXY_PORT": str(port)}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-
-
-async def wait_ready(base: str, process: subprocess.Popen[bytes]) -> None:
-    async with httpx.AsyncClient(base_url=base) as client, asyncio.timeout(30):
-        while True:
-            assert process.poll() is None, process.stdout.read().decode()  # type: ignore[union-attr]
-            try:
-                if (await client.get("/readyz")).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            await asyncio.sleep(0.05)
 
 
 def job_states(database_url: str) -> dict[str, int]:

@@ -46,3 +46,9 @@ def test_readme_documents_every_setting() -> None:
     missing = [spec.name for spec in SPECS if f"`{spec.name}`" not in readme]
     assert not missing, f"settings missing from README's configuration table: {missing}"
     assert markdown_table() in readme, "README table is stale: paste `memory-proxy settings` output"
+
+
+def test_json_mode_is_refused_for_mistral() -> None:
+    with pytest.raises(SettingsError, match="MEMORY_LLM_MODE='json'"):
+        load_settings({"MEMORY_LLM_MODE": "json"})
+    assert load_settings({"MEMORY_LLM_MODE": "json", "MEMORY_LLM_PROVIDER": "openai"}).memory_llm.mode == "json"

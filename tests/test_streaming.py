@@ -1,6 +1,7 @@
 """Relay through a real uvicorn server: the official openai SDK as client, SSE timing and disconnects."""
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -8,7 +9,17 @@ import httpx
 import openai
 import pytest
 
-from tests.conftest import PROXY_KEY, UPSTREAM, USER_A, add_memory, chunk, completion, sent_body, sse, user_headers
+from tests.conftest import (
+    PROXY_KEY,
+    UPSTREAM,
+    USER_A,
+    add_memory,
+    chunk,
+    completion,
+    sent_body,
+    sse,
+    user_headers,
+)
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "weather for a city",
                                            "parameters": {"type": "object",
@@ -115,12 +126,18 @@ async def test_sdk_non_streaming_with_tools_is_the_same_through_the_proxy(live_u
     assert proxied.model_extra["memories"] == []  # the proxy's addition: ids of injected memories
 
 
-async def test_first_chunk_reaches_the_client_before_the_upstream_finishes(live_url: str, outside: Any) -> None:
-    upstream = ScriptedStream(sse(chunk({"content": "first"}), chunk({"content": "second"})), hold_at=1)
-    outside.routes["chat"].mock(side_effect=lambda _: stream_reply(upstream))
+@contextlib.asynccontextmanager
+async def open_stream(live_url: str) -> AsyncIterator[httpx.Response]:
     async with httpx.AsyncClient(timeout=10) as client, client.stream(
             "POST", f"{live_url}/v1/chat/completions", headers={"authorization": f"Bearer {PROXY_KEY}"},
             json={"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}) as response:
+        yield response
+
+
+async def test_first_chunk_reaches_the_client_before_the_upstream_finishes(live_url: str, outside: Any) -> None:
+    upstream = ScriptedStream(sse(chunk({"content": "first"}), chunk({"content": "second"})), hold_at=1)
+    outside.routes["chat"].mock(side_effect=lambda _: stream_reply(upstream))
+    async with open_stream(live_url) as response:
         parts = response.aiter_raw()
         async with asyncio.timeout(5):
             first = await anext(parts)
@@ -133,9 +150,7 @@ async def test_first_chunk_reaches_the_client_before_the_upstream_finishes(live_
 async def test_client_disconnect_cancels_the_upstream_request(live_url: str, outside: Any) -> None:
     upstream = ScriptedStream(sse(chunk({"content": "first"}), chunk({"content": "never sent"})), hold_at=1)
     outside.routes["chat"].mock(side_effect=lambda _: stream_reply(upstream))
-    async with httpx.AsyncClient(timeout=10) as client, client.stream(
-            "POST", f"{live_url}/v1/chat/completions", headers={"authorization": f"Bearer {PROXY_KEY}"},
-            json={"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}) as response:
+    async with open_stream(live_url) as response:
         assert b"first" in await anext(response.aiter_raw())
     # the client hung up while the upstream was still mid-reply: the proxy must close the upstream
     async with asyncio.timeout(5):

@@ -5,6 +5,7 @@ Real PostgreSQL; the memory LLM is the scripted FakeMemoryLLM behind respx. Test
 """
 
 import asyncio
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -292,3 +293,30 @@ async def test_global_memories_reach_users_with_fewer_than_five_of_their_own(cli
         await add_memory(db, USER_B, fact)
     response = await client.post(CHAT, json=chat_body("Where do I work?"), headers=user_headers(USER_B))
     assert response.json()["memories"] == []
+
+
+@pytest.mark.parametrize(("provider", "mode"), [("mistral", "tools"), ("mistral", "json_schema"),
+                                                ("mistral", "md_json"), ("openai", "json"), ("openai", "tools")])
+async def test_every_provider_and_mode_forms_memories(env: dict, outside: Any, db: Any, memory_llm: Any,
+                                                      provider: str, mode: str) -> None:
+    from proxy.observability import LLM_CALLS, LLM_TOKENS
+    from proxy.services import open_services
+    from proxy.settings import load_settings
+    from proxy.worker import Worker
+
+    memory_llm.extract = facts_for
+    settings = load_settings({**env, "MEMORY_LLM_PROVIDER": provider, "MEMORY_LLM_MODE": mode})
+    calls, tokens = LLM_CALLS.labels("extract", "ok")._value.get(), LLM_TOKENS.labels("extract", "prompt")._value.get()
+    await add_memory(db, USER_A, "User lives in Berlin.")
+    await jobs.enqueue(db, user_id=USER_A, said_at=datetime.now(UTC), payload={"user_message": BUN_MSG})
+    async with open_services(settings, httpx.AsyncClient()) as services:
+        worker = Worker(pool=services.pool, embedder=services.embedder, llm=services.llm,
+                        settings=settings.formation)
+        assert await worker.run_until_idle() == 1
+    assert await links(db, USER_A) == [BUN, "User lives in Berlin."]
+    assert memory_llm.calls("extract") == 1 and memory_llm.calls("resolve") == 1  # about two calls a turn
+    sent = outside.routes["memory_llm"].calls.last.request
+    assert sent.headers["authorization"] == "Bearer llm-secret-key"
+    assert ("tools" in json.loads(sent.content)) == (mode == "tools")
+    assert LLM_CALLS.labels("extract", "ok")._value.get() == calls + 1
+    assert LLM_TOKENS.labels("extract", "prompt")._value.get() == tokens + 100

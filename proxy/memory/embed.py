@@ -28,7 +28,7 @@ class MistralEmbedder:
     def __init__(self, settings: EmbeddingSettings, http_client: httpx.AsyncClient) -> None:
         self.model = settings.model
         server_url = settings.base_url.removesuffix("/v1")  # the SDK adds /v1 to its paths
-        self._client = Mistral(api_key=settings.api_key, server_url=server_url, async_client=http_client)
+        self._client = Mistral(api_key=settings.api_key, server_url=server_url, async_client=http_client)  # type: ignore[arg-type]  # httpx, not httpx2: same protocol
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
         try:

@@ -42,7 +42,7 @@ class MemoryLLM:
         mode = MODES[settings.mode]
         if settings.provider == "mistral":
             sdk = Mistral(api_key=settings.api_key, server_url=settings.base_url.removesuffix("/v1"),
-                          async_client=http_client)
+                          async_client=http_client)  # type: ignore[arg-type]  # httpx, not httpx2: same protocol
             self._client = instructor.from_mistral(sdk, mode=mode, use_async=True)
         else:
             sdk_openai = openai.AsyncOpenAI(base_url=settings.base_url, api_key=settings.api_key or "unused",
