@@ -18,7 +18,8 @@ from .services import Services
 READY_TIMEOUT_S = 2.0
 
 
-def require_api_key(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+async def require_api_key(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+    """Async on purpose: Litestar runs a sync guard in a thread pool, on every request."""
     checker: KeyChecker = connection.app.state.key_checker
     token = bearer_token(connection.headers.get("authorization"))
     if not token:

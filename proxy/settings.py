@@ -134,8 +134,8 @@ SPECS: tuple[Spec, ...] = (
     Spec("UPSTREAM_READ_TIMEOUT", "300", "Seconds to wait for each upstream read (first byte included).",
          _positive_float),
     # embeddings
-    Spec("EMBEDDING_PROVIDER", "mistral", "`mistral` (mistralai SDK) or `openai` (any OpenAI-compatible "
-         "`/v1/embeddings`).", _choice("mistral", "openai")),
+    Spec("EMBEDDING_PROVIDER", "mistral", "`mistral` (mistral-embed) or `openai` (any OpenAI-compatible "
+         "`/v1/embeddings`); it picks the default base URL.", _choice("mistral", "openai")),
     Spec("EMBEDDING_MODEL", "mistral-embed", "Embedding model; recorded with every vector, and only "
          "vectors of the same model are ever compared."),
     Spec("EMBEDDING_BASE_URL", "", "Embeddings endpoint up to `/v1`. Default: "
