@@ -1,0 +1,244 @@
+"""Fake OpenAI-compatible upstream (chat + embeddings + models) for benchmarks, on loopback.
+
+A raw ASGI app (no framework, so the fake itself costs as little as possible) served by uvicorn
+with httptools + uvloop; a stdlib ``http.server`` cannot serve concurrency 64.
+
+    python -m benchmarks.fakes --port 9100 --chunks 6 --delay-ms 20 --dims 1024
+
+Endpoints:
+
+- ``POST /v1/chat/completions``: ``"stream": true`` → ``text/event-stream``: a first chunk with the
+  role and the first word, then one word per chunk (``--chunks`` content chunks in all, ``--delay-ms``
+  apart), a ``finish_reason`` chunk, a usage chunk when ``stream_options.include_usage``, then
+  ``data: [DONE]``. Otherwise one JSON ``chat.completion`` (no delay).
+- ``POST /v1/embeddings``: instant; vectors are a deterministic hashing-trick bag of words (lowercase
+  word tokens hashed into ``--dims`` buckets, L2-normalised), so texts sharing words are more similar.
+- ``GET /v1/models``: one model, ``fake-model``.
+
+``start_fake(port, ...)`` starts it in a subprocess (optionally pinned with ``taskset``) and returns
+once it answers; ``stop_process`` ends it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import zlib
+
+import numpy as np
+
+WORDS = ["Hello", " there", ",", " this", " is", " a", " fake", " streamed", " reply", " from", " the",
+         " upstream", "."]
+_TOKEN = re.compile(r"\w+")
+
+
+def embed(text: str, dims: int) -> list[float]:
+    """Hashing-trick bag of words: crc32 of each lowercase word token picks a bucket; L2-normalised."""
+    vec = np.zeros(dims, dtype=np.float32)
+    tokens = _TOKEN.findall(text.lower())
+    if tokens:
+        idx = np.fromiter((zlib.crc32(t.encode()) % dims for t in tokens), dtype=np.int64, count=len(tokens))
+        np.add.at(vec, idx, 1.0)
+        vec /= np.linalg.norm(vec)
+    else:
+        vec[0] = 1.0  # empty text: a fixed unit vector rather than NaNs
+    return vec.tolist()
+
+
+_USER_MESSAGE = re.compile(r"<user_message>\n(.*?)\n</user_message>", re.S)
+
+
+def memory_llm_answer(body: dict) -> str | None:
+    """An instant memory LLM (JSON mode) for formation benchmarks: the extraction prompt gets one fact
+    quoting the user's message; the resolution prompt gets no decisions (every fact is then added)."""
+    messages = body.get("messages") or [{}]
+    prompt = str(messages[-1].get("content", ""))
+    if "memory archivist" in prompt:
+        match = _USER_MESSAGE.search(prompt)
+        said = " ".join((match.group(1) if match else "").split()[:12])
+        return json.dumps({"memories": [f"User said: {said}"] if said else []})
+    if "memory curator" in prompt:
+        return json.dumps({"decisions": []})
+    return None
+
+
+class FakeUpstream:
+    """The ASGI app. Configuration is fixed at construction; nothing is computed per request beyond
+    the reply itself."""
+
+    def __init__(self, chunks: int = 6, delay_ms: float = 20.0, dims: int = 1024) -> None:
+        self.chunks = max(1, chunks)
+        self.delay = delay_ms / 1000.0
+        self.dims = dims
+        self.models_body = json.dumps(
+            {"object": "list", "data": [{"id": "fake-model", "object": "model", "created": 0,
+                                         "owned_by": "fake"}]}).encode()
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["type"] != "http":
+            return
+        method, path = scope["method"], scope["path"]
+        if method == "GET" and path in ("/v1/models", "/models"):
+            return await _reply(send, 200, self.models_body)
+        if method == "GET" and path in ("/", "/healthz"):
+            return await _reply(send, 200, b'{"status":"ok"}')
+        if method != "POST":
+            return await _reply(send, 404, _error("not found"))
+        raw = await _read_body(receive)
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            return await _reply(send, 400, _error("body is not JSON"))
+        if path in ("/v1/chat/completions", "/chat/completions"):
+            return await self.chat(send, body)
+        if path in ("/v1/embeddings", "/embeddings"):
+            return await self.embeddings(send, body)
+        return await _reply(send, 404, _error("not found"))
+
+    async def chat(self, send, body: dict) -> None:
+        model = body.get("model") or "fake-model"
+        created = int(time.time())
+        cid = f"chatcmpl-fake{time.monotonic_ns()}"
+        words = [WORDS[i % len(WORDS)] for i in range(self.chunks)]
+        usage = {"prompt_tokens": 10, "completion_tokens": len(words), "total_tokens": 10 + len(words)}
+        if not body.get("stream"):
+            content = memory_llm_answer(body) or "".join(words)
+            reply = {"id": cid, "object": "chat.completion", "created": created, "model": model,
+                     "choices": [{"index": 0, "finish_reason": "stop",
+                                  "message": {"role": "assistant", "content": content}}],
+                     "usage": usage}
+            return await _reply(send, 200, json.dumps(reply).encode())
+
+        def event(delta: dict, finish: str | None = None, **extra) -> bytes:
+            chunk = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
+                     "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
+            return b"data: " + json.dumps(chunk).encode() + b"\n\n"
+
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]})
+        for i, word in enumerate(words):
+            if i and self.delay:
+                await asyncio.sleep(self.delay)
+            delta = {"role": "assistant", "content": word} if i == 0 else {"content": word}
+            await send({"type": "http.response.body", "body": event(delta), "more_body": True})
+        tail = event({}, "stop")
+        if (body.get("stream_options") or {}).get("include_usage"):
+            tail += (b"data: " + json.dumps({"id": cid, "object": "chat.completion.chunk", "created": created,
+                                             "model": model, "choices": [], "usage": usage}).encode()
+                     + b"\n\n")
+        await send({"type": "http.response.body", "body": tail + b"data: [DONE]\n\n", "more_body": False})
+
+    async def embeddings(self, send, body: dict) -> None:
+        inputs = body.get("input", "")
+        if isinstance(inputs, str):
+            inputs = [inputs]
+        data = [{"object": "embedding", "index": i, "embedding": embed(str(text), self.dims)}
+                for i, text in enumerate(inputs)]
+        tokens = sum(len(_TOKEN.findall(str(t))) for t in inputs)
+        reply = {"object": "list", "data": data, "model": body.get("model") or "fake-embed",
+                 "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+        await _reply(send, 200, json.dumps(reply).encode())
+
+
+async def _read_body(receive) -> bytes:
+    parts = []
+    while True:
+        message = await receive()
+        parts.append(message.get("body", b""))
+        if not message.get("more_body"):
+            return b"".join(parts)
+
+
+async def _reply(send, status: int, body: bytes) -> None:
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _error(message: str) -> bytes:
+    return json.dumps({"error": {"message": message, "type": "invalid_request_error",
+                                 "param": None, "code": None}}).encode()
+
+
+def wait_http(url: str, timeout: float = 30.0, proc: subprocess.Popen | None = None,
+              expect: int = 200) -> None:
+    """Poll ``url`` with GET until it returns ``expect``; raise if ``proc`` dies or time runs out."""
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    last: object = None
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode} before {url} answered")
+        try:
+            last = httpx.get(url, timeout=2.0).status_code
+            if last == expect:
+                return
+        except httpx.HTTPError as exc:
+            last = exc
+        time.sleep(0.1)
+    raise TimeoutError(f"{url} did not answer {expect} within {timeout:.0f}s (last: {last!r})")
+
+
+def start_fake(port: int, chunks: int = 6, delay_ms: float = 20.0, dims: int = 1024,
+               core: int | None = None, timeout: float = 20.0) -> subprocess.Popen:
+    """Start the fake upstream in a subprocess (pinned to ``core`` with taskset if given), wait until
+    ``GET /v1/models`` answers, and return the process."""
+    cmd = [sys.executable, "-m", "benchmarks.fakes", "--port", str(port), "--chunks", str(chunks),
+           "--delay-ms", str(delay_ms), "--dims", str(dims)]
+    if core is not None:
+        cmd = ["taskset", "-c", str(core), *cmd]
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.Popen(cmd, cwd=root, env=env, stdin=subprocess.DEVNULL)
+    try:
+        wait_http(f"http://127.0.0.1:{port}/v1/models", timeout, proc)
+    except BaseException:
+        stop_process(proc)
+        raise
+    return proc
+
+
+def stop_process(proc: subprocess.Popen, timeout: float = 10.0) -> None:
+    """Terminate one process we started (SIGTERM, then SIGKILL after ``timeout``)."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.fakes", description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=9100)
+    parser.add_argument("--chunks", type=int, default=6, help="content chunks per streamed reply")
+    parser.add_argument("--delay-ms", type=float, default=20.0, help="delay between streamed chunks")
+    parser.add_argument("--dims", type=int, default=1024, help="embedding dimension")
+    args = parser.parse_args(argv)
+    import uvicorn
+
+    uvicorn.run(FakeUpstream(args.chunks, args.delay_ms, args.dims), host=args.host, port=args.port,
+                http="httptools", loop="uvloop", log_level="warning", access_log=False, lifespan="on",
+                backlog=2048)
+
+
+if __name__ == "__main__":
+    main()
