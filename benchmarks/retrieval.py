@@ -1,0 +1,584 @@
+"""Retrieval latency, database only: the shipped per-user exact scan against the alternatives.
+
+    python -m benchmarks.retrieval [--sizes 100000,1000000] [--quick] [--queries 200]
+
+For each table size N (rows in ``vectors``, 1024-d float32, unit length) it starts an embedded
+PostgreSQL 18 + pgvector 0.8 (``pgserver``, in a temp dir deleted at the end), tunes it (``SETTINGS``,
+via ALTER SYSTEM + restart), applies the project's migrations, and bulk-loads N memories: background
+users of 100 memories each plus three measured users with exactly 100, 1,000 and 10,000. Rows are
+shuffled before loading, so a user's memories are scattered over the table as they are in production
+(memories accrue over months, interleaved with everyone else's). The load is one binary COPY per table,
+in the transaction that TRUNCATEs them (with ``wal_level=minimal`` the heap then skips WAL).
+
+Data are synthetic but not uniform noise (on uniform random 1024-d vectors every cosine is ~0 and no
+search method is meaningful): each vector is normalize(coarse topic + fine topic + noise) with 64
+coarse and 4,096 fine topics, so same-topic memories score ~0.67, same-coarse ~0.33, others ~0. A
+query is one of the user's memories plus noise (score to it ~0.89), so ``min_score=0.8`` (as shipped)
+returns ~1 row and ``min_score=-1`` returns the full top-10.
+
+Plans, each run on the same data with the same queries (top_k = 10):
+
+a  ``exact (shipped)`` — ``proxy.store.memories._SEARCH`` imported verbatim: the user's links from the
+   (user_id, vector_id) primary key, joined to ``vectors``, cosine distance on every one, top-k. A
+   1024-d vector is 4,104 bytes, over the ~2 KB TOAST threshold, so by default it is stored out of line:
+   each candidate costs a heap fetch plus a TOAST index probe plus ~3 TOAST chunks. Measured twice:
+   "auto-prepared" (psycopg's default, as in the product's pool: server-side prepared after 5
+   executions, after which PostgreSQL may switch to a generic plan) and "custom plan" (prepare=False).
+   Every other plan is measured with prepare=False.
+b1 ``exact, vector inline`` — the same SQL (only the table name differs) on a copy of ``vectors`` whose
+   ``embedding`` has STORAGE PLAIN: no TOAST, but one 4 KB row per 8 KB page.
+b2 ``exact, halfvec inline`` — the same SQL on a copy storing ``embedding`` as ``halfvec`` (2,056 bytes,
+   STORAGE PLAIN: three rows per page), the query cast to halfvec.
+c  ``BQ prefilter + rerank`` — ``users_vectors_bq``, a copy of ``users_vectors`` plus ``embedding_model``
+   and ``embedding_bq varbit = binary_quantize(embedding)`` (128 bytes), with a covering btree
+   ``(user_id, embedding_model) INCLUDE (vector_id, embedding_bq)``: the user's ``--candidates`` (100)
+   nearest links by Hamming distance ``<~>`` (a MATERIALIZED CTE), plus the shipped cold-start branch,
+   re-ranked by the exact cosine from ``vectors`` (as shipped, TOASTed). Approximate: see recall@10.
+e  ``exact halfvec, covering index`` — ``users_vectors_half``, a copy of ``users_vectors`` plus
+   ``embedding_model`` and ``embedding_half halfvec``, covered by ``(user_id, embedding_model) INCLUDE
+   (vector_id, embedding_half)`` (~2.1 KB index tuples, under the 2.7 KB btree limit): every halfvec
+   cosine of the user's links from an index-only scan, no heap or TOAST access until the final k rows
+   are joined to ``vectors`` for their content.
+d  ``HNSW iterative`` — ``CREATE INDEX ... ON vectors USING hnsw ((embedding::vector(1024))
+   vector_cosine_ops) WHERE embedding_model = 'mistral-embed'`` (m=16, ef_construction=64), queried
+   with an EXISTS filter on the user's links, ``hnsw.iterative_scan = relaxed_order``,
+   ``hnsw.ef_search = 100`` and the default ``hnsw.max_scan_tuples = 20000``, then re-sorted. Built
+   at sizes up to 200k, and above only if its build time extrapolated (n log n) from a smaller size
+   measured in the same run is under ``--hnsw-max-minutes`` (30).
+
+Every query is timed client-side (psycopg 3, unix socket, autocommit), after ``--warmup`` queries per
+case; p50/p95/p99 in ms; a case stops early after ``--case-seconds`` (at least 20 queries; the
+"queries" column says how many were measured). Recall@10 is against the
+exact answer computed in numpy from the float32 vectors (same ``min_score``). One query per case is
+run under EXPLAIN (ANALYZE, BUFFERS): the table shows its shared buffers touched and the indexes used;
+the plans are saved to /tmp/retrieval_plans.txt. Results go to stdout and /tmp/retrieval_results.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import logging
+import math
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import psycopg
+from pgvector.psycopg import register_vector
+
+from proxy.store.database import migrate
+from proxy.store.memories import _SEARCH
+
+DIM = 1024
+MODEL = "mistral-embed"
+MEASURED = (100, 1_000, 10_000)
+BACKGROUND_PER_USER = 100
+COARSE, FINE = 64, 4096
+QUERY_NOISE = 0.5
+TOP_K = 10
+MIN_SCORES = (-1.0, 0.8)
+RESULTS = Path("/tmp/retrieval_results.md")
+PLANS = Path("/tmp/retrieval_plans.txt")
+
+# For a 2-core / 24 GB box (ALTER SYSTEM, then a restart for shared_buffers / wal_level).
+SETTINGS = {
+    "shared_buffers": "6GB",            # ~25% of RAM; the OS page cache holds the rest
+    "effective_cache_size": "16GB",
+    "work_mem": "64MB",
+    "maintenance_work_mem": "6GB",      # an HNSW build is fast only while the graph fits in it
+    "max_parallel_maintenance_workers": "1",  # leader + 1 worker = the 2 cores
+    "random_page_cost": "1.1",          # SSD, mostly cached
+    "synchronous_commit": "off",
+    "wal_level": "minimal",             # bulk COPY into a table truncated in the same transaction skips WAL
+    "max_wal_senders": "0",
+    "max_wal_size": "32GB",             # no checkpoints in the middle of the load
+    "checkpoint_timeout": "30min",
+}
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def normalize(x: np.ndarray) -> np.ndarray:
+    return (x / np.linalg.norm(x, axis=-1, keepdims=True)).astype(np.float32)
+
+
+# ---------------------------------------------------------------------------------------------- plans
+
+def _replace(sql: str, old: str, new: str) -> str:
+    assert old in sql, old
+    return sql.replace(old, new)
+
+
+SQL_A = _SEARCH
+SQL_B1 = _replace(_SEARCH, "JOIN vectors v", "JOIN vectors_inline v")
+SQL_B2 = _replace(_replace(_SEARCH, "JOIN vectors v", "JOIN vectors_half v"), "%(q)s", "%(q)s::halfvec")
+
+# c: the user's `candidates` BQ-nearest links (index-only scan of a 128-byte column), plus the shipped
+# cold-start branch, re-ranked by the exact cosine from `vectors`. The candidates are a MATERIALIZED CTE
+# and the top-k a subquery, so the distance is computed once per candidate and `vectors` is only probed
+# by primary key. `(SELECT ...)` makes the query's quantization an init plan: once per query, also
+# under a generic (prepared) plan.
+SQL_C = """
+WITH own AS MATERIALIZED (
+    SELECT vector_id FROM users_vectors_bq
+    WHERE user_id = %(user_id)s AND embedding_model = %(model)s
+    ORDER BY CASE WHEN length(embedding_bq) = %(dims)s
+                  THEN embedding_bq <~> (SELECT binary_quantize(%(q)s)) END
+    LIMIT %(candidates)s
+), links AS (
+    SELECT vector_id FROM own
+    UNION
+    SELECT vector_id FROM global_vectors
+    WHERE %(with_global)s AND (SELECT count(*) FROM (
+        SELECT 1 FROM users_vectors WHERE user_id = %(user_id)s LIMIT 5) o) < 5
+)
+SELECT id, content, created_at, 1 - distance AS score
+FROM (
+    SELECT v.id, v.content, v.created_at,
+           CASE WHEN vector_dims(v.embedding) = %(dims)s THEN v.embedding <=> %(q)s END AS distance
+    FROM links JOIN vectors v ON v.id = links.vector_id
+    WHERE v.embedding_model = %(model)s
+    ORDER BY distance
+    LIMIT %(k)s
+) best
+WHERE distance <= 1 - %(min_score)s
+ORDER BY distance
+"""
+
+# e: exact halfvec ranking of all the user's links from the covering index (no heap, no TOAST); only
+# the k winners touch `vectors`. (Cold-start branch left out: it only matters below 5 memories.)
+SQL_E = """
+SELECT v.id, v.content, v.created_at, 1 - best.distance AS score
+FROM (
+    SELECT vector_id,
+           CASE WHEN vector_dims(embedding_half) = %(dims)s
+                THEN embedding_half <=> (SELECT %(q)s::halfvec) END AS distance
+    FROM users_vectors_half
+    WHERE user_id = %(user_id)s AND embedding_model = %(model)s
+    ORDER BY distance
+    LIMIT %(k)s
+) best
+JOIN vectors v ON v.id = best.vector_id
+WHERE best.distance <= 1 - %(min_score)s
+ORDER BY best.distance
+"""
+
+# d: HNSW with a user filter; the model is a literal so the partial index matches under generic plans.
+SQL_D = f"""
+WITH hits AS MATERIALIZED (
+    SELECT v.id, v.content, v.created_at, v.embedding::vector({DIM}) <=> %(q)s AS distance
+    FROM vectors v
+    WHERE v.embedding_model = '{MODEL}'
+      AND EXISTS (SELECT 1 FROM users_vectors uv WHERE uv.user_id = %(user_id)s AND uv.vector_id = v.id)
+    ORDER BY v.embedding::vector({DIM}) <=> %(q)s
+    LIMIT %(k)s
+)
+SELECT id, content, created_at, 1 - distance AS score FROM hits
+WHERE distance <= 1 - %(min_score)s
+ORDER BY distance
+"""
+HNSW_SETTINGS = ("SET hnsw.iterative_scan = relaxed_order", "SET hnsw.ef_search = 100")
+
+# name -> (sql, prepare): prepare=None is psycopg's default, as in the product's pool (server-side
+# prepared after 5 executions, after which PostgreSQL may switch to a generic plan); False plans every
+# execution with the actual values (a custom plan).
+PLAN_SQL: dict[str, tuple[str, bool | None]] = {
+    "a exact (shipped, TOAST), auto-prepared": (SQL_A, None),
+    "a exact (shipped, TOAST), custom plan": (SQL_A, False),
+    "b1 exact, vector inline (PLAIN)": (SQL_B1, False),
+    "b2 exact, halfvec inline (PLAIN)": (SQL_B2, False),
+    "c BQ prefilter + exact rerank": (SQL_C, False),
+    "e exact halfvec, covering index": (SQL_E, False),
+    "d HNSW iterative (relaxed)": (SQL_D, False),
+}
+
+
+# ----------------------------------------------------------------------------------------- server
+
+def start_server(base: Path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pgserver
+        from pgserver._commands import pg_ctl
+        from pgserver.utils import PostmasterInfo
+
+        logging.getLogger("pgserver").setLevel(logging.WARNING)
+        server = pgserver.get_server(base / "pg", cleanup_mode="delete")
+    with psycopg.connect(server.get_uri(), autocommit=True) as conn:
+        for name, value in SETTINGS.items():
+            conn.execute(f"ALTER SYSTEM SET {name} = '{value}'")
+    # pgserver has no restart: pg_ctl restart reuses the original options (postmaster.opts); then point
+    # the handle at the new postmaster so that cleanup() stops it.
+    pg_ctl(["-w", "-l", str(server.log), "restart"], pgdata=server.pgdata, user=server.system_user, timeout=300)
+    while True:
+        info = PostmasterInfo.read_from_pgdata(server.pgdata)
+        if info is not None and info.is_running() and info.status == "ready":
+            server._postmaster_info = info
+            break
+        time.sleep(0.2)
+    with psycopg.connect(server.get_uri(), autocommit=True) as conn:
+        got = conn.execute("SELECT current_setting('shared_buffers'), current_setting('wal_level')").fetchone()
+    log(f"server up: shared_buffers={got[0]} wal_level={got[1]}")
+    return server
+
+
+# ------------------------------------------------------------------------------------------- data
+
+@dataclass
+class Dataset:
+    n: int
+    centers_coarse: np.ndarray
+    centers_fine: np.ndarray
+    fine_to_coarse: np.ndarray
+    measured_ids: dict[int, list[str]] = field(default_factory=dict)
+    measured_vecs: dict[int, np.ndarray] = field(default_factory=dict)
+
+
+def user_name(size: int) -> str:
+    return f"measured-{size}"
+
+
+def load(uri: str, n: int, seed: int) -> tuple[Dataset, dict[str, float]]:
+    rng = np.random.default_rng(seed)
+    coarse = normalize(rng.standard_normal((COARSE, DIM), dtype=np.float32))
+    fine = normalize(rng.standard_normal((FINE, DIM), dtype=np.float32))
+    ds = Dataset(n, coarse, fine, rng.integers(0, COARSE, FINE))
+    n_measured = sum(MEASURED)
+    if n < n_measured + BACKGROUND_PER_USER:
+        raise SystemExit(f"size {n} too small: the measured users alone hold {n_measured}")
+    n_bg = n - n_measured
+    bg_users = math.ceil(n_bg / BACKGROUND_PER_USER)
+    owner = np.concatenate([np.arange(n_bg) // BACKGROUND_PER_USER,
+                            *[np.full(s, bg_users + i) for i, s in enumerate(MEASURED)]]).astype(np.int64)
+    rng.shuffle(owner)
+    names = [f"user-{i:06d}" for i in range(bg_users)] + [user_name(s) for s in MEASURED]
+    raw = rng.bytes(16 * n)
+    ids = [str(uuid.UUID(bytes=raw[16 * i:16 * i + 16], version=4)) for i in range(n)]
+    for i, s in enumerate(MEASURED):
+        ds.measured_ids[s] = []
+    measured_chunks: dict[int, list[np.ndarray]] = {s: [] for s in MEASURED}
+    size_of = {bg_users + i: s for i, s in enumerate(MEASURED)}
+
+    times: dict[str, float] = {}
+    t0 = time.perf_counter()
+    with psycopg.connect(uri) as conn:
+        register_vector(conn)
+        with conn.transaction():
+            conn.execute("TRUNCATE vectors, users_vectors, global_vectors, memory_updates")
+            with conn.cursor().copy("COPY vectors (id, embedding, embedding_model, content)"
+                                    " FROM STDIN (FORMAT BINARY)") as copy:
+                copy.set_types(["text", "vector", "text", "text"])
+                batch = 20_000
+                for start in range(0, n, batch):
+                    stop = min(n, start + batch)
+                    f = rng.integers(0, FINE, stop - start)
+                    vecs = normalize(coarse[ds.fine_to_coarse[f]] + fine[f]
+                                     + normalize(rng.standard_normal((stop - start, DIM), dtype=np.float32)))
+                    for j in range(stop - start):
+                        i = start + j
+                        u = int(owner[i])
+                        copy.write_row((ids[i], vecs[j], MODEL, f"memory {i} of {names[u]}"))
+                        if u in size_of:
+                            ds.measured_ids[size_of[u]].append(ids[i])
+                            measured_chunks[size_of[u]].append(vecs[j])
+                    if (stop // batch) % 10 == 0 or stop == n:
+                        el = time.perf_counter() - t0
+                        log(f"  vectors: {stop:,}/{n:,} rows, {stop / el:,.0f} rows/s")
+            times["COPY vectors (s)"] = time.perf_counter() - t0
+            t1 = time.perf_counter()
+            with conn.cursor().copy("COPY users_vectors (user_id, vector_id, content_key) FROM STDIN") as copy:
+                for i in range(n):
+                    content = f"memory {i} of {names[int(owner[i])]}"  # already lower-case, single-spaced
+                    copy.write_row((names[int(owner[i])], ids[i], hashlib.md5(content.encode()).hexdigest()))
+            times["COPY users_vectors (s)"] = time.perf_counter() - t1
+        t2 = time.perf_counter()
+        conn.autocommit = True
+        conn.execute("VACUUM (ANALYZE) vectors")
+        conn.execute("VACUUM (ANALYZE) users_vectors")
+        times["VACUUM ANALYZE (s)"] = time.perf_counter() - t2
+        bad = conn.execute("SELECT count(*) FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id"
+                           " WHERE uv.content_key <> v.content_key").fetchone()[0]
+        assert bad == 0, f"{bad} content_key mismatches"
+    times["load total (s)"] = time.perf_counter() - t0
+    for s in MEASURED:
+        ds.measured_vecs[s] = np.stack(measured_chunks[s])
+        assert len(ds.measured_ids[s]) == s
+    return ds, times
+
+
+VARIANTS = [
+    ("vectors_inline (vector, PLAIN)", [
+        ("CREATE TABLE vectors_inline (id text NOT NULL, embedding vector STORAGE PLAIN NOT NULL,"
+        " embedding_model text NOT NULL, content text NOT NULL, created_at timestamptz NOT NULL)"),
+        "INSERT INTO vectors_inline SELECT id, embedding, embedding_model, content, created_at FROM vectors",
+        "ALTER TABLE vectors_inline ADD PRIMARY KEY (id)",
+    ], ["vectors_inline"]),
+    ("vectors_half (halfvec, PLAIN)", [
+        ("CREATE TABLE vectors_half (id text NOT NULL, embedding halfvec STORAGE PLAIN NOT NULL,"
+        " embedding_model text NOT NULL, content text NOT NULL, created_at timestamptz NOT NULL)"),
+        "INSERT INTO vectors_half SELECT id, embedding::halfvec, embedding_model, content, created_at FROM vectors",
+        "ALTER TABLE vectors_half ADD PRIMARY KEY (id)",
+    ], ["vectors_half"]),
+    ("users_vectors_bq (+embedding_bq varbit) + covering index", [
+        ("CREATE TABLE users_vectors_bq (user_id text NOT NULL, vector_id text NOT NULL,"
+        " embedding_model text NOT NULL, embedding_bq varbit NOT NULL)"),
+        ("INSERT INTO users_vectors_bq SELECT uv.user_id, uv.vector_id, v.embedding_model,"
+        " binary_quantize(v.embedding)::varbit FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id"),
+        "ALTER TABLE users_vectors_bq ADD PRIMARY KEY (user_id, vector_id)",
+        ("CREATE INDEX users_vectors_bq_user ON users_vectors_bq (user_id, embedding_model)"
+        " INCLUDE (vector_id, embedding_bq)"),
+    ], ["users_vectors_bq"]),
+    ("users_vectors_half (+embedding_half halfvec) + covering index", [
+        ("CREATE TABLE users_vectors_half (user_id text NOT NULL, vector_id text NOT NULL,"
+        " embedding_model text NOT NULL, embedding_half halfvec STORAGE PLAIN NOT NULL)"),
+        ("INSERT INTO users_vectors_half SELECT uv.user_id, uv.vector_id, v.embedding_model,"
+        " v.embedding::halfvec FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id"),
+        "ALTER TABLE users_vectors_half ADD PRIMARY KEY (user_id, vector_id)",
+        ("CREATE INDEX users_vectors_half_user ON users_vectors_half (user_id, embedding_model)"
+        " INCLUDE (vector_id, embedding_half)"),
+    ], ["users_vectors_half"]),
+]
+
+
+def build_variants(uri: str) -> dict[str, float]:
+    times = {}
+    with psycopg.connect(uri) as conn:
+        for name, stmts, tables in VARIANTS:
+            t = time.perf_counter()
+            with conn.transaction():  # created and filled in one transaction: no WAL (wal_level=minimal)
+                for s in stmts:
+                    conn.execute(s)
+            conn.autocommit = True
+            for tb in tables:
+                conn.execute(f"VACUUM (ANALYZE) {tb}")
+            conn.autocommit = False
+            times[f"build {name} (s)"] = time.perf_counter() - t
+            log(f"  built {name} in {times[f'build {name} (s)']:.1f} s")
+    return times
+
+
+def build_hnsw(uri: str) -> float:
+    with psycopg.connect(uri, autocommit=True) as conn:
+        t = time.perf_counter()
+        conn.execute(f"CREATE INDEX vectors_hnsw ON vectors USING hnsw ((embedding::vector({DIM})) vector_cosine_ops)"
+                     f" WHERE embedding_model = '{MODEL}'")
+        conn.execute("ANALYZE vectors")
+        return time.perf_counter() - t
+
+
+def sizes_report(uri: str) -> list[str]:
+    q = """
+    SELECT c.relname, pg_size_pretty(pg_relation_size(c.oid)),
+           coalesce(pg_size_pretty(pg_relation_size(nullif(c.reltoastrelid, 0))), '-'),
+           pg_size_pretty(pg_indexes_size(c.oid))
+    FROM pg_class c WHERE c.relname IN ('vectors', 'users_vectors', 'vectors_inline', 'vectors_half',
+                                        'users_vectors_bq', 'users_vectors_half') ORDER BY 1"""
+    with psycopg.connect(uri, autocommit=True) as conn:
+        rows = conn.execute(q).fetchall()
+        storage = conn.execute("SELECT attrelid::regclass, attstorage FROM pg_attribute WHERE attname LIKE 'embedding%%'"
+                               " AND attrelid::regclass::text IN ('vectors','vectors_inline','vectors_half',"
+                               "'users_vectors_bq', 'users_vectors_half') ORDER BY 1").fetchall()
+        colsize = conn.execute("SELECT avg(pg_column_size(embedding))::int FROM (SELECT embedding FROM vectors"
+                               " LIMIT 1000) s").fetchone()[0]
+        idx = conn.execute("SELECT indexrelid::regclass::text, pg_size_pretty(pg_relation_size(indexrelid))"
+                           " FROM pg_index WHERE indrelid::regclass::text IN ('users_vectors_bq', 'users_vectors_half',"
+                           " 'vectors') ORDER BY 1"
+                           ).fetchall()
+    out = ["| relation | heap | TOAST | all indexes |", "|---|---|---|---|"]
+    out += [f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} |" for r in rows]
+    out.append("")
+    out.append("Index sizes: " + ", ".join(f"{a} {b}" for a, b in idx))
+    out.append("attstorage of the embedding columns: " + ", ".join(f"{a}.{b}" for a, b in storage)
+               + f"; avg pg_column_size(vectors.embedding) = {colsize} bytes")
+    return out
+
+
+# -------------------------------------------------------------------------------------- measuring
+
+@dataclass
+class Row:
+    n: int
+    memories: int
+    plan: str
+    min_score: float
+    p50: float
+    p95: float
+    p99: float
+    recall: float | None
+    buffers: str
+    indexes: str
+    returned: float
+    measured: int
+
+
+def pct(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, max(0, math.ceil(p / 100 * len(xs)) - 1))]
+
+
+def truth(ids: list[str], vecs: np.ndarray, q: np.ndarray, min_score: float) -> set[str]:
+    scores = vecs @ q
+    order = np.argsort(-scores)[:TOP_K]
+    return {ids[i] for i in order if scores[i] >= min_score}
+
+
+def measure_all(uri: str, ds: Dataset, plans: list[str], queries: int, warmup: int, candidates: int,
+                seed: int, plans_log: list[str], case_seconds: float) -> list[Row]:
+    rows: list[Row] = []
+    rng = np.random.default_rng(seed + 1)
+    for size in MEASURED:
+        vecs, ids = ds.measured_vecs[size], ds.measured_ids[size]
+        picks = rng.integers(0, size, warmup + queries)
+        qs = normalize(vecs[picks] + QUERY_NOISE * normalize(rng.standard_normal((len(picks), DIM),
+                                                                                  dtype=np.float32)))
+        for plan in plans:
+            sql, prepare = PLAN_SQL[plan]
+            with psycopg.connect(uri, autocommit=True) as conn:
+                register_vector(conn)
+                if plan.startswith("d "):
+                    for s in HNSW_SETTINGS:
+                        conn.execute(s)
+                for min_score in MIN_SCORES:
+                    params = {"user_id": user_name(size), "model": MODEL, "dims": DIM, "with_global": True,
+                              "min_score": min_score, "k": TOP_K, "candidates": candidates}
+                    lat, hits, got_n, n_truth = [], 0, 0, 0
+                    started = time.perf_counter()
+                    for qi, q in enumerate(qs):
+                        if qi >= warmup + 20 and time.perf_counter() - started > case_seconds:
+                            break  # a very slow case: report what fits in the time cap
+                        params["q"] = q
+                        t = time.perf_counter()
+                        res = conn.execute(sql, params, prepare=prepare).fetchall()
+                        el = (time.perf_counter() - t) * 1000
+                        if qi < warmup:
+                            continue
+                        lat.append(el)
+                        got_n += len(res)
+                        tr = truth(ids, vecs, q, min_score)
+                        n_truth += len(tr)
+                        hits += len(tr & {r[0] for r in res})
+                    params["q"] = qs[-1]
+                    plan_text = "\n".join(r[0] for r in conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql,
+                                                                      params, prepare=False).fetchall())
+                    plans_log.append(f"=== N={ds.n:,} user={size:,} plan={plan} min_score={min_score}\n{plan_text}\n")
+                    m = re.search(r"Buffers: shared ((?:hit=\d+)?\s*(?:read=\d+)?)", plan_text)
+                    used = sorted(set(re.findall(r"using (\w+)", plan_text)))
+                    row = Row(ds.n, size, plan, min_score, statistics.median(lat), pct(lat, 95), pct(lat, 99),
+                              hits / n_truth if n_truth else None, m.group(1).strip() if m else "?",
+                              ", ".join(used), got_n / len(lat), len(lat))
+                    rows.append(row)
+                    log(f"  N={ds.n:,} user={size:>6,} {plan:<34} min={min_score:>4} p50 {row.p50:7.2f}"
+                        f" p95 {row.p95:7.2f} p99 {row.p99:7.2f} ms recall {fmt_recall(row.recall)}"
+                        f" rows {row.returned:.1f} buf {row.buffers} [{row.indexes}]")
+    return rows
+
+
+def fmt_recall(r: float | None) -> str:
+    return "—" if r is None else f"{r:.3f}"
+
+
+def markdown(rows: list[Row]) -> list[str]:
+    out = [("| table rows | user memories | plan | min_score | p50 ms | p95 ms | p99 ms | recall@10 "
+           "| queries | rows returned | shared buffers (1 query) | indexes used |"),
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        out.append(f"| {r.n:,} | {r.memories:,} | {r.plan} | {r.min_score:g} | {r.p50:.2f} | {r.p95:.2f} "
+                   f"| {r.p99:.2f} | {fmt_recall(r.recall)} | {r.measured} | {r.returned:.1f} | {r.buffers} "
+                   f"| {r.indexes} |")
+    return out
+
+
+# -------------------------------------------------------------------------------------------- main
+
+def run_size(n: int, args: argparse.Namespace, hnsw_rate: dict[str, float], report: list[str],
+             plans_log: list[str]) -> None:
+    base = Path(tempfile.mkdtemp(prefix="retrieval-pg-", dir=args.tmp))
+    server = None
+    try:
+        server = start_server(base)
+        uri = server.get_uri()
+        asyncio.run(migrate(uri))
+        log(f"N={n:,}: loading")
+        ds, times = load(uri, n, args.seed)
+        log(f"N={n:,}: loaded in {times['load total (s)']:.1f} s; building variants")
+        times.update(build_variants(uri))
+        plans = [p for p in PLAN_SQL if not p.startswith("d ")]
+        hnsw_note = ""
+        est = None
+        if hnsw_rate:
+            n0, t0 = hnsw_rate["n"], hnsw_rate["t"]
+            est = t0 * (n / n0) * math.log(n) / math.log(n0)
+        if n <= 200_000 or (est is not None and est / 60 <= args.hnsw_max_minutes):
+            log(f"N={n:,}: building HNSW" + (f" (estimated {est / 60:.1f} min)" if est else ""))
+            t = build_hnsw(uri)
+            times["build HNSW m=16 ef_construction=64 (s)"] = t
+            hnsw_rate.update(n=n, t=t)
+            plans.append("d HNSW iterative (relaxed)")
+            log(f"  HNSW built in {t:.1f} s")
+        else:
+            hnsw_note = (f"HNSW skipped at N={n:,}: estimated build "
+                         + (f"{est / 60:.0f} min (from {hnsw_rate['t']:.0f} s at {hnsw_rate['n']:,}, n log n)"
+                            if est is not None else "unknown (no smaller size measured in this run)")
+                         + f" > {args.hnsw_max_minutes} min limit")
+            log(hnsw_note)
+        sizes = sizes_report(uri)
+        rows = measure_all(uri, ds, plans, args.queries, args.warmup, args.candidates, args.seed, plans_log,
+                           args.case_seconds)
+        report += [f"## N = {n:,} vectors ({DIM}-d)", "", "| step | seconds |", "|---|---|"]
+        report += [f"| {k.removesuffix(' (s)')} | {v:.1f} |" for k, v in times.items()]
+        report += ["", f"Load rate: {n / times['COPY vectors (s)']:,.0f} vectors/s (binary COPY)."]
+        if hnsw_note:
+            report += ["", hnsw_note + "."]
+        report += ["", *sizes, "", *markdown(rows), ""]
+    finally:
+        if server is not None:
+            server.cleanup()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default=None, help="comma-separated table sizes (default 100000,1000000)")
+    ap.add_argument("--quick", action="store_true", help="30k rows, 30 queries: a smoke run")
+    ap.add_argument("--queries", type=int, default=None, help="measured queries per case (default 200)")
+    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--candidates", type=int, default=100, help="BQ prefilter candidates re-ranked (plan c)")
+    ap.add_argument("--hnsw-max-minutes", type=float, default=30.0)
+    ap.add_argument("--case-seconds", type=float, default=40.0,
+                    help="stop a case after this long (at least 20 queries), for the very slow plans")
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--tmp", default="/tmp")
+    args = ap.parse_args(argv)
+    sizes = [int(s) for s in (args.sizes or ("30000" if args.quick else "100000,1000000")).split(",")]
+    args.queries = args.queries or (30 if args.quick else 200)
+    report = ["# Retrieval latency, database only", "",
+              f"PostgreSQL 18 + pgvector 0.8.2 (pgserver), top_k={TOP_K}, {args.queries} queries per case after "
+              f"{args.warmup} warm-up, BQ candidates={args.candidates}. Settings: "
+              + ", ".join(f"{k}={v}" for k, v in SETTINGS.items()), ""]
+    plans_log: list[str] = []
+    hnsw_rate: dict[str, float] = {}
+    try:
+        for n in sizes:
+            run_size(n, args, hnsw_rate, report, plans_log)
+            RESULTS.write_text("\n".join(report) + "\n")
+            PLANS.write_text("\n".join(plans_log))
+    finally:
+        RESULTS.write_text("\n".join(report) + "\n")
+        PLANS.write_text("\n".join(plans_log))
+    print("\n".join(report))
+
+
+if __name__ == "__main__":
+    main()
