@@ -18,22 +18,17 @@ returns ~1 row and ``min_score=-1`` returns the full top-10.
 
 Plans, each run on the same data with the same queries (top_k = 10):
 
-a  ``exact (shipped)`` — ``proxy.store.memories._SEARCH`` imported verbatim: the user's links from the
-   (user_id, vector_id) primary key, joined to ``vectors``, cosine distance on every one, top-k. A
-   1024-d vector is 4,104 bytes, over the ~2 KB TOAST threshold, so by default it is stored out of line:
-   each candidate costs a heap fetch plus a TOAST index probe plus ~3 TOAST chunks. Measured twice:
-   "auto-prepared" (psycopg's default, as in the product's pool: server-side prepared after 5
-   executions, after which PostgreSQL may switch to a generic plan) and "custom plan" (prepare=False).
-   Every other plan is measured with prepare=False.
-b1 ``exact, vector inline`` — the same SQL (only the table name differs) on a copy of ``vectors`` whose
-   ``embedding`` has STORAGE PLAIN: no TOAST, but one 4 KB row per 8 KB page.
-b2 ``exact, halfvec inline`` — the same SQL on a copy storing ``embedding`` as ``halfvec`` (2,056 bytes,
-   STORAGE PLAIN: three rows per page), the query cast to halfvec.
-c  ``BQ prefilter + rerank`` — ``users_vectors_bq``, a copy of ``users_vectors`` plus ``embedding_model``
-   and ``embedding_bq varbit = binary_quantize(embedding)`` (128 bytes), with a covering btree
-   ``(user_id, embedding_model) INCLUDE (vector_id, embedding_bq)``: the user's ``--candidates`` (100)
-   nearest links by Hamming distance ``<~>`` (a MATERIALIZED CTE), plus the shipped cold-start branch,
-   re-ranked by the exact cosine from ``vectors`` (as shipped, TOASTed). Approximate: see recall@10.
+a  ``shipped`` — ``proxy.store.memories._SEARCH`` imported verbatim: ``memory_candidates()`` (migration
+   0003) takes the user's ``SEARCH_CANDIDATES`` (200; ``--candidates 100,400`` adds runs with other
+   counts) nearest links by Hamming distance of ``embedding_bq`` (``binary_quantize``, 128 bytes), from
+   an index-only scan of the covering index ``users_vectors_search``, plus the cold-start branch; those
+   are re-ranked by the exact cosine of their full vectors, read from ``vectors`` by primary key (4,104
+   bytes each, stored inline since 0003: one heap page per candidate). Measured "auto-prepared" (psycopg's default, as in the
+   product's pool: server-side prepared after 5 executions, when PostgreSQL may switch to a generic
+   plan) and "custom plan" (prepare=False). Every other plan is measured with prepare=False.
+a0 ``exact scan (before 0003)`` — the query shipped before 0003: every one of the user's links joined to
+   ``vectors`` and scored (here on 0003's inline storage: one heap page per memory; before 0003 each
+   memory also cost a TOAST index probe and ~3 chunks, 308/340 ms p50/p95 at 1M/10k).
 e  ``exact halfvec, covering index`` — ``users_vectors_half``, a copy of ``users_vectors`` plus
    ``embedding_model`` and ``embedding_half halfvec``, covered by ``(user_id, embedding_model) INCLUDE
    (vector_id, embedding_half)`` (~2.1 KB index tuples, under the 2.7 KB btree limit): every halfvec
@@ -77,7 +72,7 @@ import psycopg
 from pgvector.psycopg import register_vector
 
 from proxy.store.database import migrate
-from proxy.store.memories import _SEARCH
+from proxy.store.memories import _SEARCH, SEARCH_CANDIDATES
 
 DIM = 1024
 MODEL = "mistral-embed"
@@ -121,40 +116,25 @@ def _replace(sql: str, old: str, new: str) -> str:
     return sql.replace(old, new)
 
 
-SQL_A = _SEARCH
-SQL_B1 = _replace(_SEARCH, "JOIN vectors v", "JOIN vectors_inline v")
-SQL_B2 = _replace(_replace(_SEARCH, "JOIN vectors v", "JOIN vectors_half v"), "%(q)s", "%(q)s::halfvec")
-
-# c: the user's `candidates` BQ-nearest links (index-only scan of a 128-byte column), plus the shipped
-# cold-start branch, re-ranked by the exact cosine from `vectors`. The candidates are a MATERIALIZED CTE
-# and the top-k a subquery, so the distance is computed once per candidate and `vectors` is only probed
-# by primary key. `(SELECT ...)` makes the query's quantization an init plan: once per query, also
-# under a generic (prepared) plan.
-SQL_C = """
-WITH own AS MATERIALIZED (
-    SELECT vector_id FROM users_vectors_bq
-    WHERE user_id = %(user_id)s AND embedding_model = %(model)s
-    ORDER BY CASE WHEN length(embedding_bq) = %(dims)s
-                  THEN embedding_bq <~> (SELECT binary_quantize(%(q)s)) END
-    LIMIT %(candidates)s
-), links AS (
-    SELECT vector_id FROM own
-    UNION
-    SELECT vector_id FROM global_vectors
-    WHERE %(with_global)s AND (SELECT count(*) FROM (
-        SELECT 1 FROM users_vectors WHERE user_id = %(user_id)s LIMIT 5) o) < 5
-)
+# a0: what shipped before migration 0003: every one of the user's vectors scored (heap + TOAST reads).
+SQL_A0 = """
 SELECT id, content, created_at, 1 - distance AS score
 FROM (
     SELECT v.id, v.content, v.created_at,
            CASE WHEN vector_dims(v.embedding) = %(dims)s THEN v.embedding <=> %(q)s END AS distance
-    FROM links JOIN vectors v ON v.id = links.vector_id
+    FROM (
+        SELECT vector_id FROM users_vectors WHERE user_id = %(user_id)s
+        UNION
+        SELECT vector_id FROM global_vectors
+        WHERE %(with_global)s AND (SELECT count(*) FROM (
+            SELECT 1 FROM users_vectors WHERE user_id = %(user_id)s LIMIT 5) own) < 5
+    ) links
+    JOIN vectors v ON v.id = links.vector_id
     WHERE v.embedding_model = %(model)s
-    ORDER BY distance
-    LIMIT %(k)s
-) best
+) candidates
 WHERE distance <= 1 - %(min_score)s
 ORDER BY distance
+LIMIT %(k)s
 """
 
 # e: exact halfvec ranking of all the user's links from the covering index (no heap, no TOAST); only
@@ -195,11 +175,9 @@ HNSW_SETTINGS = ("SET hnsw.iterative_scan = relaxed_order", "SET hnsw.ef_search 
 # prepared after 5 executions, after which PostgreSQL may switch to a generic plan); False plans every
 # execution with the actual values (a custom plan).
 PLAN_SQL: dict[str, tuple[str, bool | None]] = {
-    "a exact (shipped, TOAST), auto-prepared": (SQL_A, None),
-    "a exact (shipped, TOAST), custom plan": (SQL_A, False),
-    "b1 exact, vector inline (PLAIN)": (SQL_B1, False),
-    "b2 exact, halfvec inline (PLAIN)": (SQL_B2, False),
-    "c BQ prefilter + exact rerank": (SQL_C, False),
+    f"a shipped: {SEARCH_CANDIDATES} BQ candidates + exact rerank, auto-prepared": (_SEARCH, None),
+    f"a shipped: {SEARCH_CANDIDATES} BQ candidates + exact rerank, custom plan": (_SEARCH, False),
+    "a0 exact scan of every vector (before 0003)": (SQL_A0, False),
     "e exact halfvec, covering index": (SQL_E, False),
     "d HNSW iterative (relaxed)": (SQL_D, False),
 }
@@ -298,11 +276,15 @@ def load(uri: str, n: int, seed: int) -> tuple[Dataset, dict[str, float]]:
                         log(f"  vectors: {stop:,}/{n:,} rows, {stop / el:,.0f} rows/s")
             times["COPY vectors (s)"] = time.perf_counter() - t0
             t1 = time.perf_counter()
-            with conn.cursor().copy("COPY users_vectors (user_id, vector_id, content_key) FROM STDIN") as copy:
+            conn.execute("CREATE TEMP TABLE links (user_id text, vector_id text, content_key text)")
+            with conn.cursor().copy("COPY links FROM STDIN") as copy:
                 for i in range(n):
                     content = f"memory {i} of {names[int(owner[i])]}"  # already lower-case, single-spaced
                     copy.write_row((names[int(owner[i])], ids[i], hashlib.md5(content.encode()).hexdigest()))
-            times["COPY users_vectors (s)"] = time.perf_counter() - t1
+            conn.execute("INSERT INTO users_vectors (user_id, vector_id, content_key, embedding_model, embedding_bq)"
+                         " SELECT l.user_id, l.vector_id, l.content_key, v.embedding_model,"
+                         " binary_quantize(v.embedding) FROM links l JOIN vectors v ON v.id = l.vector_id")
+            times["COPY + INSERT users_vectors (s)"] = time.perf_counter() - t1
         t2 = time.perf_counter()
         conn.autocommit = True
         conn.execute("VACUUM (ANALYZE) vectors")
@@ -319,27 +301,6 @@ def load(uri: str, n: int, seed: int) -> tuple[Dataset, dict[str, float]]:
 
 
 VARIANTS = [
-    ("vectors_inline (vector, PLAIN)", [
-        ("CREATE TABLE vectors_inline (id text NOT NULL, embedding vector STORAGE PLAIN NOT NULL,"
-        " embedding_model text NOT NULL, content text NOT NULL, created_at timestamptz NOT NULL)"),
-        "INSERT INTO vectors_inline SELECT id, embedding, embedding_model, content, created_at FROM vectors",
-        "ALTER TABLE vectors_inline ADD PRIMARY KEY (id)",
-    ], ["vectors_inline"]),
-    ("vectors_half (halfvec, PLAIN)", [
-        ("CREATE TABLE vectors_half (id text NOT NULL, embedding halfvec STORAGE PLAIN NOT NULL,"
-        " embedding_model text NOT NULL, content text NOT NULL, created_at timestamptz NOT NULL)"),
-        "INSERT INTO vectors_half SELECT id, embedding::halfvec, embedding_model, content, created_at FROM vectors",
-        "ALTER TABLE vectors_half ADD PRIMARY KEY (id)",
-    ], ["vectors_half"]),
-    ("users_vectors_bq (+embedding_bq varbit) + covering index", [
-        ("CREATE TABLE users_vectors_bq (user_id text NOT NULL, vector_id text NOT NULL,"
-        " embedding_model text NOT NULL, embedding_bq varbit NOT NULL)"),
-        ("INSERT INTO users_vectors_bq SELECT uv.user_id, uv.vector_id, v.embedding_model,"
-        " binary_quantize(v.embedding)::varbit FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id"),
-        "ALTER TABLE users_vectors_bq ADD PRIMARY KEY (user_id, vector_id)",
-        ("CREATE INDEX users_vectors_bq_user ON users_vectors_bq (user_id, embedding_model)"
-        " INCLUDE (vector_id, embedding_bq)"),
-    ], ["users_vectors_bq"]),
     ("users_vectors_half (+embedding_half halfvec) + covering index", [
         ("CREATE TABLE users_vectors_half (user_id text NOT NULL, vector_id text NOT NULL,"
         " embedding_model text NOT NULL, embedding_half halfvec STORAGE PLAIN NOT NULL)"),
@@ -383,17 +344,16 @@ def sizes_report(uri: str) -> list[str]:
     SELECT c.relname, pg_size_pretty(pg_relation_size(c.oid)),
            coalesce(pg_size_pretty(pg_relation_size(nullif(c.reltoastrelid, 0))), '-'),
            pg_size_pretty(pg_indexes_size(c.oid))
-    FROM pg_class c WHERE c.relname IN ('vectors', 'users_vectors', 'vectors_inline', 'vectors_half',
-                                        'users_vectors_bq', 'users_vectors_half') ORDER BY 1"""
+    FROM pg_class c WHERE c.relname IN ('vectors', 'users_vectors', 'users_vectors_half') ORDER BY 1"""
     with psycopg.connect(uri, autocommit=True) as conn:
         rows = conn.execute(q).fetchall()
         storage = conn.execute("SELECT attrelid::regclass, attstorage FROM pg_attribute WHERE attname LIKE 'embedding%%'"
-                               " AND attrelid::regclass::text IN ('vectors','vectors_inline','vectors_half',"
-                               "'users_vectors_bq', 'users_vectors_half') ORDER BY 1").fetchall()
+                               " AND attrelid::regclass::text IN ('vectors', 'users_vectors',"
+                               " 'users_vectors_half') ORDER BY 1").fetchall()
         colsize = conn.execute("SELECT avg(pg_column_size(embedding))::int FROM (SELECT embedding FROM vectors"
                                " LIMIT 1000) s").fetchone()[0]
         idx = conn.execute("SELECT indexrelid::regclass::text, pg_size_pretty(pg_relation_size(indexrelid))"
-                           " FROM pg_index WHERE indrelid::regclass::text IN ('users_vectors_bq', 'users_vectors_half',"
+                           " FROM pg_index WHERE indrelid::regclass::text IN ('users_vectors', 'users_vectors_half',"
                            " 'vectors') ORDER BY 1"
                            ).fetchall()
     out = ["| relation | heap | TOAST | all indexes |", "|---|---|---|---|"]
@@ -434,7 +394,19 @@ def truth(ids: list[str], vecs: np.ndarray, q: np.ndarray, min_score: float) -> 
     return {ids[i] for i in order if scores[i] >= min_score}
 
 
-def measure_all(uri: str, ds: Dataset, plans: list[str], queries: int, warmup: int, candidates: int,
+def add_candidate_variants(counts: list[int]) -> None:
+    """The shipped query with other candidate counts than SEARCH_CANDIDATES (--candidates)."""
+    for n in counts:
+        if n != SEARCH_CANDIDATES:
+            PLAN_SQL[f"a' shipped query, {n} BQ candidates, custom plan"] = (_SEARCH, False)
+
+
+def candidates_of(plan: str) -> int:
+    m = re.search(r"(\d+) BQ candidates", plan)
+    return int(m.group(1)) if m else SEARCH_CANDIDATES
+
+
+def measure_all(uri: str, ds: Dataset, plans: list[str], queries: int, warmup: int,
                 seed: int, plans_log: list[str], case_seconds: float) -> list[Row]:
     rows: list[Row] = []
     rng = np.random.default_rng(seed + 1)
@@ -452,7 +424,7 @@ def measure_all(uri: str, ds: Dataset, plans: list[str], queries: int, warmup: i
                         conn.execute(s)
                 for min_score in MIN_SCORES:
                     params = {"user_id": user_name(size), "model": MODEL, "dims": DIM, "with_global": True,
-                              "min_score": min_score, "k": TOP_K, "candidates": candidates}
+                              "min_score": min_score, "k": TOP_K, "candidates": candidates_of(plan)}
                     lat, hits, got_n, n_truth = [], 0, 0, 0
                     started = time.perf_counter()
                     for qi, q in enumerate(qs):
@@ -534,7 +506,7 @@ def run_size(n: int, args: argparse.Namespace, hnsw_rate: dict[str, float], repo
                          + f" > {args.hnsw_max_minutes} min limit")
             log(hnsw_note)
         sizes = sizes_report(uri)
-        rows = measure_all(uri, ds, plans, args.queries, args.warmup, args.candidates, args.seed, plans_log,
+        rows = measure_all(uri, ds, plans, args.queries, args.warmup, args.seed, plans_log,
                            args.case_seconds)
         report += [f"## N = {n:,} vectors ({DIM}-d)", "", "| step | seconds |", "|---|---|"]
         report += [f"| {k.removesuffix(' (s)')} | {v:.1f} |" for k, v in times.items()]
@@ -554,7 +526,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--quick", action="store_true", help="30k rows, 30 queries: a smoke run")
     ap.add_argument("--queries", type=int, default=None, help="measured queries per case (default 200)")
     ap.add_argument("--warmup", type=int, default=10)
-    ap.add_argument("--candidates", type=int, default=100, help="BQ prefilter candidates re-ranked (plan c)")
+    ap.add_argument("--candidates", default="", help="comma-separated other candidate counts to try (plan a')")
     ap.add_argument("--hnsw-max-minutes", type=float, default=30.0)
     ap.add_argument("--case-seconds", type=float, default=40.0,
                     help="stop a case after this long (at least 20 queries), for the very slow plans")
@@ -563,9 +535,10 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     sizes = [int(s) for s in (args.sizes or ("30000" if args.quick else "100000,1000000")).split(",")]
     args.queries = args.queries or (30 if args.quick else 200)
+    add_candidate_variants([int(c) for c in args.candidates.split(",") if c])
     report = ["# Retrieval latency, database only", "",
               f"PostgreSQL 18 + pgvector 0.8.2 (pgserver), top_k={TOP_K}, {args.queries} queries per case after "
-              f"{args.warmup} warm-up, BQ candidates={args.candidates}. Settings: "
+              f"{args.warmup} warm-up. Settings: "
               + ", ".join(f"{k}={v}" for k, v in SETTINGS.items()), ""]
     plans_log: list[str] = []
     hnsw_rate: dict[str, float] = {}

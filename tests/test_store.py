@@ -3,10 +3,17 @@
 import asyncio
 from typing import Any
 
+import numpy as np
 import psycopg
 
 from proxy.store.database import migrate, migration_names
-from proxy.store.memories import count_memories, link_vector, search_memories
+from proxy.store.memories import (
+    SEARCH_CANDIDATES,
+    count_memories,
+    insert_memory,
+    link_vector,
+    search_memories,
+)
 from tests.conftest import USER_A, USER_B, add_memory, vector_for
 
 QUERY = "Which JavaScript runtime should I use for my next project?"
@@ -26,7 +33,7 @@ async def test_search_returns_only_the_users_memories_above_threshold(db: Any) -
     found = await search(db, USER_A)
     assert [m.id for m in found] == [bun]
     assert 0.8 <= found[0].score <= 1.0
-    assert [m.id for m in await search(db, USER_A, min_score=-1.0)][0] == bun  # ranking still holds
+    assert next(m.id for m in await search(db, USER_A, min_score=-1.0)) == bun  # ranking still holds
     assert len(await search(db, USER_A, min_score=-1.0)) == 2
     assert all(m.id != bun for m in await search(db, USER_B, min_score=-1.0))
     assert await search(db, "nobody", min_score=-1.0) == []
@@ -40,10 +47,35 @@ async def test_top_k_limits_results(db: Any) -> None:
 
 async def test_vectors_of_another_model_or_dimension_are_never_compared(db: Any) -> None:
     await add_memory(db, USER_A, "User is a software engineer who uses Bun.", model="other-embed")
-    from proxy.store.memories import insert_memory
     await insert_memory(db, user_id=USER_A, content="short vector", embedding=[0.1] * 384, model="mistral-embed")
     assert await search(db, USER_A, min_score=-1.0) == []  # neither mismatched model nor 384-d vector
     assert await count_memories(db, USER_A) == 2
+
+
+async def insert_random_memories(conn: Any, user: str, n: int, seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    vectors = rng.standard_normal((n, 1024))
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    ids = {}
+    for i, v in enumerate(vectors):
+        ids[await insert_memory(conn, user_id=user, content=f"fact {i}", embedding=v.tolist(),
+                                model="mistral-embed")] = v
+    return ids
+
+
+async def test_search_is_exact_up_to_the_candidate_count(db: Any) -> None:
+    memories = await insert_random_memories(db, USER_A, SEARCH_CANDIDATES, seed=1)
+    query = np.asarray(vector_for(QUERY))
+    exact = sorted(memories, key=lambda i: -float(memories[i] @ query))[:10]
+    found = await search(db, USER_A, min_score=-1.0)
+    assert [m.id for m in found] == exact
+    assert [round(m.score, 4) for m in found] == [round(float(memories[i] @ query), 4) for i in exact]
+
+
+async def test_a_close_memory_is_found_among_more_than_the_candidates(db: Any) -> None:
+    await insert_random_memories(db, USER_A, SEARCH_CANDIDATES + 100, seed=2)
+    bun = await add_memory(db, USER_A, "User is a software engineer who uses Bun.")
+    assert [m.id for m in await search(db, USER_A)] == [bun]
 
 
 async def test_shared_vector_unlinked_for_one_user_stays_for_the_other(db: Any) -> None:
@@ -72,7 +104,6 @@ async def test_concurrent_migrations_on_an_empty_database_apply_once(pg_server: 
 async def test_parallel_inserts_of_the_same_text_leave_one_link(database_url: str) -> None:
     """The exact-duplicate guard is a unique constraint: racing transactions cannot create twins."""
     from proxy.store.database import make_pool
-    from proxy.store.memories import insert_memory
 
     async with make_pool(database_url, 20) as pool:
         async def insert(text: str) -> str:

@@ -13,30 +13,33 @@ from psycopg.types.json import Jsonb
 
 from ..schemas import Memory
 
-# Exact scan of the user's own links (the (user_id, vector_id) primary key finds them), plus the global
-# memories while the user has fewer than 5 of their own (cold start, seed 001 §4.5). Vectors of another
-# model or dimension are never compared: the CASE guards the distance operator, which raises on
+# The user's SEARCH_CANDIDATES nearest links by Hamming distance of their binary codes (an index-only
+# scan, see db/migrations/0003), plus the global memories while the user has fewer than 5 of their own
+# (cold start, seed 001 §4.5), re-ranked by the exact cosine of the full vectors (`= ANY(ARRAY(...))`
+# so `vectors` is only ever probed by primary key, never scanned). Exact for a user with
+# up to SEARCH_CANDIDATES memories; above, recall@10 measured in benchmarks/retrieval.py. Vectors of
+# another model or dimension are never compared: the CASE guards the distance operator, which raises on
 # mismatched dimensions, whatever order the planner picks.
 _SEARCH = """
 SELECT id, content, created_at, 1 - distance AS score
 FROM (
     SELECT v.id, v.content, v.created_at,
            CASE WHEN vector_dims(v.embedding) = %(dims)s THEN v.embedding <=> %(q)s END AS distance
-    FROM (
-        SELECT vector_id FROM users_vectors WHERE user_id = %(user_id)s
-        UNION
+    FROM vectors v
+    WHERE v.id = ANY(ARRAY(
+        SELECT memory_candidates(%(user_id)s, %(model)s, binary_quantize(%(q)s), %(candidates)s)
+        UNION ALL
         SELECT vector_id FROM global_vectors
         WHERE %(with_global)s AND (SELECT count(*) FROM (
             SELECT 1 FROM users_vectors WHERE user_id = %(user_id)s LIMIT 5) own) < 5
-    ) links
-    JOIN vectors v ON v.id = links.vector_id
-    WHERE v.embedding_model = %(model)s
+    )) AND v.embedding_model = %(model)s
 ) candidates
 WHERE distance <= 1 - %(min_score)s
 ORDER BY distance
 LIMIT %(k)s
 """
 
+SEARCH_CANDIDATES = 200
 COLD_START_THRESHOLD = 5  # users with fewer memories of their own also see the global ones
 
 
@@ -58,8 +61,8 @@ async def insert_vector(conn: AsyncConnection[Any], *, content: str, embedding: 
 async def link_vector(conn: AsyncConnection[Any], user_id: str, vector_id: str) -> bool:
     """Link a vector to a user; False when the user already holds the same text (unique guard)."""
     cur = await conn.execute(
-        "INSERT INTO users_vectors (user_id, vector_id, content_key)"
-        " SELECT %s, id, content_key FROM vectors WHERE id = %s"
+        "INSERT INTO users_vectors (user_id, vector_id, content_key, embedding_model, embedding_bq)"
+        " SELECT %s, id, content_key, embedding_model, binary_quantize(embedding) FROM vectors WHERE id = %s"
         " ON CONFLICT (user_id, content_key) DO NOTHING RETURNING vector_id",
         [user_id, vector_id],
     )
@@ -125,7 +128,7 @@ async def search_memories(
     cur = await conn.execute(
         _SEARCH,
         {"q": query, "user_id": user_id, "model": model, "dims": len(query), "with_global": include_global,
-         "min_score": min_score, "k": top_k},
+         "candidates": SEARCH_CANDIDATES, "min_score": min_score, "k": top_k},
     )
     return [Memory(id=r[0], content=r[1], created_at=r[2], score=float(r[3])) for r in await cur.fetchall()]
 
