@@ -51,7 +51,7 @@ def embed(text: str, dims: int) -> list[float]:
     return vec.tolist()
 
 
-_USER_MESSAGE = re.compile(r"<user_message>\n(.*?)\n</user_message>", re.S)
+_USER_MESSAGE = re.compile(r"<user_message>\n(.*?)\n</user_message>", re.DOTALL)
 
 
 def memory_llm_answer(body: dict) -> str | None:

@@ -7,7 +7,7 @@ resolution answers nothing, so facts are added):
 
 1. Throughput: `--jobs` jobs (20 users, distinct messages, so most jobs compare against neighbours and
    cost two LLM calls) are written to the queue, then one `memory-proxy worker` (pinned to core 1)
-   drains it; jobs/s = jobs / time to drain.
+   drains it; jobs/s = jobs / time from the first job finished to the last (start-up excluded).
 2. Sustained load: a memory-proxy with its in-process worker serves streaming chat turns of 20
    identified users at `--concurrency` for `--seconds` (each turn writes a job); the queue depth is
    sampled every second. Bounded means it stays near the worker's concurrency instead of growing.
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         fake.stop()
     print(f"\nthroughput: {args.jobs} jobs drained by one worker (concurrency 4) at {rate:.0f} jobs/s "
-          f"({elapsed:.1f} s wall, worker start-up included)")
+          f"(first to last job finished; {elapsed:.1f} s wall with worker start-up)")
     quarter = max(len(samples) // 4, 1)
     print(f"sustained: {rps:.0f} chat turns/s for {args.seconds:.0f} s at c={args.concurrency}; {done} jobs done; "
           f"queue depth (queued+running) median {statistics.median(samples):.0f}, max {max(samples)}, "

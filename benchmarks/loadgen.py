@@ -338,7 +338,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--body", help="JSON request body (default: a small streaming chat request)")
     parser.add_argument("--time-limit", type=float, default=60.0, help="seconds per concurrency level")
     args = parser.parse_args(argv)
-    headers = dict((k.strip(), v.strip()) for k, _, v in (h.partition(":") for h in args.header))
+    headers = {k.strip(): v.strip() for k, _, v in (h.partition(":") for h in args.header)}
     body = json.loads(args.body) if args.body else DEFAULT_BODY
     for c in args.concurrency:
         print(run_load(args.url, headers, body, requests=args.requests, concurrency=c,

@@ -90,7 +90,8 @@ def run_targets(targets: Sequence[Server], concurrencies: Sequence[int] = CONCUR
                 log(f"[{rep + 1}/{repeat}] {server.name:<28} {result.line()}  cpu {cpu_ms:.2f} ms/req")
     cells = []
     for (name, c), rs in runs.items():
-        med = lambda f: statistics.median(f(r) for r in rs)  # noqa: E731
+        def med(f: Callable[[tuple[LoadResult, float]], float], rs: list = rs) -> float:
+            return statistics.median(f(r) for r in rs)
         kinds: dict[str, int] = {}
         for r, _ in rs:
             for k, n in r.error_kinds.items():
@@ -105,8 +106,8 @@ def run_targets(targets: Sequence[Server], concurrencies: Sequence[int] = CONCUR
 def markdown(cells: list[Cell], baseline: str = "direct") -> str:
     """The table; ratios are to ``baseline`` at the same concurrency."""
     base = {c.concurrency: c for c in cells if c.target == baseline}
-    lines = ["| c | target | TTFT p50 ms | TTFT p99 ms | total p50 ms | req/s | errors | server CPU ms/req "
-             "| +TTFT p50 vs direct (ms) | req/s ÷ direct |",
+    lines = [("| c | target | TTFT p50 ms | TTFT p99 ms | total p50 ms | req/s | errors | server CPU ms/req "
+              "| +TTFT p50 vs direct (ms) | req/s ÷ direct |"),
              "|---|---|---|---|---|---|---|---|---|---|"]
     order = {name: i for i, name in enumerate(dict.fromkeys(c.target for c in cells))}
     for cell in sorted(cells, key=lambda x: (x.concurrency, order[x.target])):

@@ -143,10 +143,9 @@ def start_memory_proxy(upstream: Server, port: int | None = None, core: int | No
         "LOG_LEVEL": "warning",
         **(env or {}),
     }
-    log = open(Path(tmp) / "server.log", "wb")
-    proc = subprocess.Popen(_pinned([str(PROXY_BIN), "serve"], core), env=proxy_env, cwd=tmp,
-                            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
-    log.close()
+    with open(Path(tmp) / "server.log", "wb") as log:
+        proc = subprocess.Popen(_pinned([str(PROXY_BIN), "serve"], core), env=proxy_env, cwd=tmp,
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
     headers = {"Authorization": f"Bearer {PROXY_KEY}"}
     if user_id is not None:
         headers["x-openwebui-user-id"] = user_id
@@ -161,7 +160,7 @@ def install_litellm(version: str = LITELLM_VERSION) -> Path:
     python = LITELLM_VENV / "bin" / "python"
     probe = [str(python), "-c", "import importlib.metadata as m; print(m.version('litellm'))"]
     if python.exists():
-        got = subprocess.run(probe, capture_output=True, text=True)
+        got = subprocess.run(probe, capture_output=True, text=True, check=False)
         if got.returncode == 0 and got.stdout.strip() == version:
             return LITELLM_VENV
     subprocess.run([sys.executable, "-m", "venv", str(LITELLM_VENV)], check=True)
@@ -193,12 +192,11 @@ def start_litellm(upstream: Server, port: int | None = None, core: int | None = 
     env.update({"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_LOG": "ERROR",
                 "LITELLM_MASTER_KEY": LITELLM_KEY, "LITELLM_TELEMETRY": "False",
                 "NO_DOCS": "True", "HOME": tmp})
-    log = open(Path(tmp) / "server.log", "wb")
     cmd = [str(binary), "--config", str(config), "--host", "127.0.0.1", "--port", str(port),
            "--num_workers", "1"]
-    proc = subprocess.Popen(_pinned(cmd, core), env=env, cwd=tmp, stdin=subprocess.DEVNULL,
-                            stdout=log, stderr=subprocess.STDOUT)
-    log.close()
+    with open(Path(tmp) / "server.log", "wb") as log:
+        proc = subprocess.Popen(_pinned(cmd, core), env=env, cwd=tmp, stdin=subprocess.DEVNULL,
+                                stdout=log, stderr=subprocess.STDOUT)
     server = Server(f"LiteLLM {LITELLM_VERSION}", f"http://127.0.0.1:{port}/v1",
                     {"Authorization": f"Bearer {LITELLM_KEY}"}, proc, tmpdir=tmp)
     _wait_or_stop(server, f"http://127.0.0.1:{port}/health/liveliness", timeout)
@@ -208,7 +206,7 @@ def start_litellm(upstream: Server, port: int | None = None, core: int | None = 
 def _wait_or_stop(server: Server, url: str, timeout: float) -> None:
     try:
         wait_http(url, timeout, server.proc)
-    except BaseException:
+    except BaseException:  # noqa: BLE001 - any failure (also Ctrl-C): stop the server, report its log
         log = Path(server.tmpdir or "", "server.log")
         tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""
         server.stop()
