@@ -1,7 +1,20 @@
 import stat
+import time
 from pathlib import Path
+from typing import Any
 
-from proxy.auth import KeyChecker, bearer_token, load_api_keys
+import jwt
+import pytest
+
+from proxy.auth import (
+    USER_JWT_HEADER,
+    KeyChecker,
+    UserJwtVerifier,
+    bearer_token,
+    load_api_keys,
+    signed_user_id,
+)
+from proxy.errors import AuthenticationFailed
 from proxy.settings import load_settings
 
 
@@ -29,3 +42,43 @@ def test_key_checker() -> None:
     assert not checker.verify("key-two-012345678") and not checker.verify("")
     assert bearer_token("Bearer abc ") == "abc" and bearer_token("bearer abc") == "abc"
     assert bearer_token("Basic abc") == "" and bearer_token(None) == ""
+
+
+# ---------------------------------------------------------------- OpenWebUI's signed user identity
+
+JWT_SECRET = "shared-secret-with-openwebui-0123456789"
+
+
+def openwebui_token(sub: str = "user-a", secret: str = JWT_SECRET, **claims: Any) -> str:
+    now = int(time.time())
+    payload = {"sub": sub, "email": "a@example.com", "name": "A", "role": "user", "iss": "open-webui",
+               "iat": now, "exp": now + 300, **claims}
+    return jwt.encode({k: v for k, v in payload.items() if v is not None}, secret, algorithm="HS256")
+
+
+def test_a_valid_openwebui_token_names_the_user() -> None:
+    verifier = UserJwtVerifier(JWT_SECRET)
+    assert signed_user_id({USER_JWT_HEADER: openwebui_token("user-a")}, verifier, "x-openwebui-user-id") == "user-a"
+    assert signed_user_id({}, verifier, "x-openwebui-user-id") is None  # anonymous stays anonymous
+
+
+@pytest.mark.parametrize("token", [
+    openwebui_token(secret="another-secret-entirely-0123456789"),            # forged signature
+    openwebui_token(exp=int(time.time()) - 60),                             # expired beyond the leeway
+    openwebui_token(iss="someone-else"),                                    # wrong issuer
+    openwebui_token(exp=None),                                              # no expiry
+    openwebui_token(sub=""),                                                # nobody
+    jwt.encode({"sub": "user-a", "iss": "open-webui", "exp": int(time.time()) + 60}, key=None,
+               algorithm="none"),                                            # unsigned
+    "not-a-jwt",
+])
+def test_bad_tokens_are_refused(token: str) -> None:
+    with pytest.raises(AuthenticationFailed) as refused:
+        signed_user_id({USER_JWT_HEADER: token}, UserJwtVerifier(JWT_SECRET), "x-openwebui-user-id")
+    assert refused.value.status_code == 401 and refused.value.code == "invalid_user_jwt"
+
+
+def test_a_bare_user_header_is_refused_when_tokens_are_required() -> None:
+    with pytest.raises(AuthenticationFailed) as refused:
+        signed_user_id({"x-openwebui-user-id": "user-b"}, UserJwtVerifier(JWT_SECRET), "x-openwebui-user-id")
+    assert refused.value.code == "unsigned_user_id"
