@@ -54,7 +54,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
-import logging
 import math
 import re
 import shutil
@@ -71,6 +70,7 @@ import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
 
+from proxy.store import embedded
 from proxy.store.database import migrate
 from proxy.store.memories import _SEARCH, SEARCH_CANDIDATES
 
@@ -188,12 +188,10 @@ PLAN_SQL: dict[str, tuple[str, bool | None]] = {
 def start_server(base: Path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        import pgserver
         from pgserver._commands import pg_ctl
         from pgserver.utils import PostmasterInfo
 
-        logging.getLogger("pgserver").setLevel(logging.WARNING)
-        server = pgserver.get_server(base / "pg", cleanup_mode="delete")
+        server = embedded.start_server(base / "pg", cleanup_mode="delete")
     with psycopg.connect(server.get_uri(), autocommit=True) as conn:
         for name, value in SETTINGS.items():
             conn.execute(f"ALTER SYSTEM SET {name} = '{value}'")

@@ -5,8 +5,10 @@ from typing import Any
 
 import numpy as np
 import psycopg
+import pytest
 
 from proxy.store.database import migrate, migration_names
+from proxy.store.embedded import BUNDLED_NEEDS, needs_rebuild
 from proxy.store.memories import (
     SEARCH_CANDIDATES,
     count_memories,
@@ -116,3 +118,23 @@ async def test_parallel_inserts_of_the_same_text_leave_one_link(database_url: st
             assert await count_memories(conn, USER_A) == 1
             assert await count_memories(conn, USER_B) == 0
     assert len(set(ids)) == 1  # every caller got the one surviving id
+
+
+async def test_pgvector_runs_on_this_cpu(db: Any) -> None:
+    """Full-size float and bit distances (the bundled build dies with SIGILL on CPUs without AVX-512)."""
+    a, b = np.linspace(-1, 1, 1024, dtype=np.float32), np.cos(np.arange(1024, dtype=np.float32))
+    cur = await db.execute("SELECT %s::vector <=> %s::vector, vector_norm(%s::vector),"
+                           " binary_quantize(%s::vector) <~> binary_quantize(%s::vector)", [a, b, a, a, b])
+    cosine, norm, hamming = await cur.fetchone()
+    assert cosine == pytest.approx(1 - float(a @ b) / float(np.linalg.norm(a) * np.linalg.norm(b)), abs=1e-5)
+    assert norm == pytest.approx(float(np.linalg.norm(a)), rel=1e-5)
+    assert hamming == int(np.sum((a > 0) != (b > 0)))
+
+
+def test_the_bundled_pgvector_is_replaced_only_when_this_cpu_cannot_run_it(tmp_path: Any) -> None:
+    other = tmp_path / "vector.so"
+    other.write_bytes(b"another build")
+    assert not needs_rebuild(other, frozenset())  # not the bundled file: never touched
+    assert not needs_rebuild(tmp_path / "missing.so", frozenset())
+    assert not needs_rebuild(other, None)  # no /proc/cpuinfo: nothing to judge by
+    assert BUNDLED_NEEDS >= {"avx512f", "avx512_vpopcntdq"}

