@@ -5,6 +5,9 @@ queue. A job's memory writes and its `done` mark commit together, and only while
 holds the job's lease, so a crash or a takeover never applies a job twice. Failures are retried with
 exponential backoff until JOB_MAX_ATTEMPTS, then the job is dead (visible, retryable). Every attempt
 logs exactly one `memory_decision` line (seed 001 §4.7) in a fresh log context.
+
+Row-level security (store/scope.py): jobs are claimed across users, then everything done for a job — the
+reads that prepare it, its writes, its `done` or failure mark — runs in the scope of the job's user.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from .memory.resolve import Candidate, Resolution, resolve
 from .observability import DECISIONS, FORMATION_LATENCY, JOB_EVENTS, JOBS, MEMORY_LINKS, MEMORY_USERS, log
 from .settings import FormationSettings
 from .store import jobs, memories
+from .store.scope import user_scope
 
 POLL_S = 1.0  # fallback when no NOTIFY arrives (listener down, jobs whose backoff has passed)
 GAUGES_EVERY_S = 15.0
@@ -95,7 +99,7 @@ class Worker:
             return [], 0
         vectors = await self.embedder.embed(facts)
         candidates = []
-        async with self.pool.connection() as conn:
+        async with self.pool.connection() as conn, user_scope(conn, job.user_id):
             for fact, vector in zip(facts, vectors, strict=True):
                 duplicate = await memories.find_same_text(conn, job.user_id, fact)
                 neighbors = [] if duplicate else await memories.search_memories(
@@ -111,7 +115,7 @@ class Worker:
                    "input_message_length": len(job.payload.get("user_message", ""))}
         try:
             resolutions, extracted = await self._form(job)
-            async with self.pool.connection() as conn, conn.transaction():
+            async with self.pool.connection() as conn, user_scope(conn, job.user_id):
                 decisions = await apply_resolutions(conn, job, resolutions, self.embedder.model)
                 if not await jobs.complete(conn, job_id=job.id, worker_id=self.worker_id):
                     raise LeaseLost(f"job {job.id} was taken over by another worker")
@@ -119,7 +123,7 @@ class Worker:
             log.warning("memory_decision", **context, status="lease_lost", error=str(exc), decisions=[],
                         duration_ms=round((time.perf_counter() - started) * 1000, 1))
             return "lease_lost"
-        except Exception as exc:  # anything: the job is retried or dead, never lost, never raised
+        except Exception as exc:  # noqa: BLE001 — anything: the job is retried or dead, never lost, never raised
             status = await self._fail(job, exc)
             log.warning("memory_decision", **context, status=status, error=f"{type(exc).__name__}: {exc}",
                         extracted_count=0, decisions=[],
@@ -136,7 +140,7 @@ class Worker:
 
     async def _fail(self, job: jobs.Job, exc: Exception) -> str:
         try:
-            async with self.pool.connection() as conn:
+            async with self.pool.connection() as conn, user_scope(conn, job.user_id):
                 status = await jobs.fail(conn, job_id=job.id, worker_id=self.worker_id,
                                          error=f"{type(exc).__name__}: {exc}",
                                          max_attempts=self.settings.max_attempts,
@@ -160,8 +164,17 @@ class Worker:
             done += len(claimed)
         return done
 
-    async def run(self, stop: asyncio.Event, drain_timeout_s: float = 10.0) -> None:
-        """Work until `stop` is set, then finish or release the running jobs."""
+    async def run(self, stop: asyncio.Event, drain_timeout_s: float = 30.0,
+                  ready: asyncio.Event | None = None) -> None:
+        """Work until `stop` is set, then finish or release the running jobs. With `ready`, start only
+        once it is set (the database answered and is migrated) or return if `stop` comes first."""
+        if ready and not ready.is_set():
+            waiting = [asyncio.create_task(ready.wait()), asyncio.create_task(stop.wait())]
+            await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+            for task in waiting:
+                task.cancel()
+            if stop.is_set():
+                return
         listener = asyncio.create_task(self._listen())
         stopper = asyncio.create_task(self._wake_on(stop))
         next_gauges = next_heartbeat = 0.0

@@ -28,6 +28,7 @@ from proxy.app import create_app
 from proxy.services import open_services
 from proxy.settings import Settings, load_settings
 from proxy.store.database import make_pool, migrate
+from proxy.store.embedded import start_server
 from proxy.worker import Worker
 from tests.fake_llm import FakeMemoryLLM
 
@@ -47,13 +48,8 @@ TEMPLATE_DB = "memory_proxy_template"
 
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[Any]:
-    import logging
-
-    import pgserver
-
-    logging.getLogger("pgserver").setLevel(logging.WARNING)
     directory = tempfile.mkdtemp(prefix="mp-test-pg-")
-    server = pgserver.get_server(directory, cleanup_mode="delete")
+    server = start_server(Path(directory), cleanup_mode="delete")
     uri = server.get_uri()
     with psycopg.connect(uri, autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {TEMPLATE_DB}")
@@ -76,8 +72,13 @@ def database_url(pg_server: Any) -> Iterator[str]:
 
 @pytest.fixture
 async def db(database_url: str) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-    """A connection to the test's database, with pgvector types registered."""
+    """A connection to the test's database, with pgvector types registered: the app's role (bound by
+    row-level security, db/migrations/0004), given every user's rows for its whole session, so that tests
+    can arrange and inspect any user's data with plain SQL. Store functions called on it still narrow to
+    their own user (a user scope sets all_users off for its transaction). Isolation itself is tested on
+    pools without this setting (test_isolation.py), as the app runs."""
     async with make_pool(database_url, 2) as pool, pool.connection() as conn:
+        await conn.execute("SELECT set_config('memory_proxy.all_users', 'on', false)")
         yield conn
 
 

