@@ -26,6 +26,7 @@ def _serve(settings: Settings, _: argparse.Namespace) -> int:
         app, host=settings.server.host, port=settings.server.port,
         http="httptools", loop="uvloop" if sys.platform != "win32" else "asyncio",
         log_level="warning", access_log=False, lifespan="on",
+        timeout_graceful_shutdown=settings.server.shutdown_timeout,  # a stuck stream cannot hold the exit
     )
     return 0
 
@@ -43,12 +44,13 @@ def _migrate(settings: Settings, _: argparse.Namespace) -> int:
     return 0
 
 
-def _run_with_services(settings: Settings, work: Callable[[Services], Awaitable[Any]]) -> Any:
+def _run_with_services(settings: Settings, work: Callable[[Services], Awaitable[Any]],
+                       wait_for_database: bool = True) -> Any:
     """Open the database and outside clients, run `work`, close everything."""
     from .services import open_services
 
     async def run() -> Any:
-        async with open_services(settings) as services:
+        async with open_services(settings, wait_for_database=wait_for_database) as services:
             return await work(services)
 
     return asyncio.run(run())
@@ -56,9 +58,10 @@ def _run_with_services(settings: Settings, work: Callable[[Services], Awaitable[
 
 def _memories_add(settings: Settings, args: argparse.Namespace) -> int:
     from .memory.embed import embed_one
+    from .memory.redact import redact
     from .store import memories
 
-    text = " ".join(args.text).strip()
+    text = redact(" ".join(args.text).strip()).text
     if not text:
         print("error: the memory text is empty", file=sys.stderr)
         return 2
@@ -108,9 +111,9 @@ def _worker(settings: Settings, _: argparse.Namespace) -> int:
         worker = Worker(pool=services.pool, embedder=services.embedder, llm=services.llm,
                         settings=settings.formation)
         log.info("worker_started", worker_id=worker.worker_id, concurrency=settings.formation.concurrency)
-        await worker.run(stop)
+        await worker.run(stop, settings.server.shutdown_timeout, services.ready)
 
-    _run_with_services(settings, work)
+    _run_with_services(settings, work, wait_for_database=False)  # a database down at start is waited for
     return 0
 
 

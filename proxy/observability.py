@@ -29,7 +29,7 @@ ADDED_LATENCY = Histogram(
 )
 UPSTREAM_FIRST_BYTE = Histogram(
     "memory_proxy_upstream_first_byte_seconds",
-    "Time from forwarding to the upstream's response headers.",
+    "Time from forwarding to the first bytes of the upstream's reply body.",
     ["route"],
     buckets=_SLOW_BUCKETS,
 )
@@ -76,9 +76,12 @@ DECISIONS = Counter(
 )
 JOB_EVENTS = Counter(
     "memory_proxy_jobs_total",
-    "Formation job events: enqueued, enqueue_failed, completed, retried, dead, skipped (trivial turn).",
+    "Formation job events: enqueued (written), held (database unavailable: kept in memory and retried), "
+    "dropped (outbox full, or held at exit), completed, retried, dead, skipped (trivial turn).",
     ["event"],
 )
+OUTBOX_JOBS = Gauge("memory_proxy_outbox_jobs",
+                    "Formation jobs held in this process's memory while the database is unavailable.")
 JOBS = Gauge("memory_proxy_job_queue", "Formation jobs in the database by status (queued, running, dead).",
              ["status"])
 FORMATION_LATENCY = Histogram(
@@ -86,6 +89,8 @@ FORMATION_LATENCY = Histogram(
     "Time to process one formation job (extract, resolve, apply), successful or not.",
     buckets=_SLOW_BUCKETS,
 )
+REDACTIONS = Counter("memory_proxy_redactions_total",
+                     "Secrets replaced by [REDACTED: kind] before anything was stored, by kind.", ["kind"])
 LLM_CALLS = Counter("memory_proxy_llm_calls_total", "Memory-LLM calls by purpose (extract, resolve) and outcome.",
                     ["purpose", "outcome"])
 LLM_TOKENS = Counter("memory_proxy_llm_tokens_total", "Memory-LLM tokens by purpose and kind (prompt, completion).",

@@ -30,6 +30,18 @@ def test_memories_add_embeds_and_stores(env: dict, outside: Any, database_url: s
     assert row == (text, "mistral-embed", len(vector_for(text)), USER_A)
 
 
+def test_memories_add_redacts_secrets_before_embedding(env: dict, outside: Any, database_url: str,
+                                                       monkeypatch, capsys) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert main(["memories", "add", "--user", USER_A, "The staging DB is postgres://app:Hunter2-xyz@db:5432/app"]) == 0
+    vector_id = capsys.readouterr().out.strip()
+    stored = "The staging DB is postgres://app:[REDACTED: connection_string]@db:5432/app"
+    assert outside.routes["embeddings"].calls.last.request.read().decode().count("Hunter2") == 0
+    with psycopg.connect(database_url) as conn:
+        assert conn.execute("SELECT content FROM vectors WHERE id = %s", [vector_id]).fetchone() == (stored,)
+
+
 def test_migrate_reports_an_up_to_date_database(env: dict, monkeypatch, capsys) -> None:
     for name, value in env.items():
         monkeypatch.setenv(name, value)
@@ -62,7 +74,7 @@ async def test_serve_starts_on_the_embedded_database_with_a_generated_key(tmp_pa
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "PROXY_API_KEYS"))}
     env.update(MEMORY_PROXY_DATA_DIR=str(tmp_path / "data"), MEMORY_PROXY_PORT=str(port),
                UPSTREAM_BASE_URL="http://127.0.0.1:9/v1", UPSTREAM_API_KEY="x")
-    process = subprocess.Popen([sys.executable, "-m", "proxy", "serve"], env=env,
+    process = subprocess.Popen([sys.executable, "-m", "proxy", "serve"], env=env,  # noqa: ASYNC220 — spawning returns at once
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         await wait_ready(f"http://127.0.0.1:{port}", process)

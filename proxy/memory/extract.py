@@ -6,6 +6,7 @@ from pydantic import BaseModel, Field
 
 from ..prompts import render
 from .llm import MemoryLLM
+from .redact import redact
 
 MAX_FACTS_PER_TURN = 10  # per-turn cap on new memories: a runaway extraction cannot flood the store
 MAX_MEMORY_BYTES = 2048  # per-memory size limit (UTF-8); a longer "fact" is dropped, never cut mid-meaning
@@ -22,12 +23,12 @@ def _bullets(lines: list[str]) -> str:
 
 
 def clean_facts(facts: list[str]) -> list[str]:
-    """Trimmed, non-empty, at most MAX_MEMORY_BYTES, without repeats (case and spacing ignored), and at
+    """Redacted, trimmed, non-empty, at most MAX_MEMORY_BYTES, without repeats (case and spacing ignored), and at
     most MAX_FACTS_PER_TURN of them."""
     seen: set[str] = set()
     kept: list[str] = []
     for fact in facts:
-        text = " ".join(fact.split())
+        text = redact(" ".join(fact.split())).text
         key = text.lower().rstrip(".!")
         if text and len(text.encode()) <= MAX_MEMORY_BYTES and key not in seen:
             seen.add(key)

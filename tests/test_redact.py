@@ -1,0 +1,95 @@
+"""Credential redaction (proxy/memory/redact.py) against the corpus in fixtures/secrets.json."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from proxy.memory.redact import Redaction, redact
+
+CORPUS = json.loads((Path(__file__).parent / "fixtures" / "secrets.json").read_text())
+POSITIVE = CORPUS["positive"]
+NEGATIVE = CORPUS["negative"]
+KINDS = {"api_key", "aws_key", "github_token", "gitlab_token", "slack_token", "jwt", "bearer_token",
+         "private_key", "connection_string", "card_number", "password", "pin", "passphrase", "secret"}
+
+
+def _pieces(secret: str, size: int = 8) -> list[str]:
+    """The secret itself and every `size`-character piece of it."""
+    return [secret] + [secret[i:i + size] for i in range(len(secret) - size + 1)]
+
+
+def test_corpus_is_large_and_covers_every_kind() -> None:
+    counts = Counter(sample["kind"] for sample in POSITIVE)
+    assert len(POSITIVE) >= 60 and len(NEGATIVE) >= 25
+    assert {kind for kind, n in counts.items() if n >= 2} >= KINDS
+
+
+@pytest.mark.parametrize("sample", POSITIVE, ids=lambda s: f"{s['kind']}:{s['text'][:30]}")
+def test_secret_is_gone_and_kind_reported(sample: dict[str, str]) -> None:
+    result = redact(sample["text"])
+    leaked = [piece for piece in _pieces(sample["secret"]) if piece in result.text]
+    assert not leaked, result.text
+    assert sample["kind"] in result.kinds
+    assert f"[REDACTED: {sample['kind']}]" in result.text
+
+
+@pytest.mark.parametrize("text", NEGATIVE)
+def test_ordinary_fact_is_unchanged(text: str) -> None:
+    assert redact(text) == Redaction(text, ())
+
+
+@pytest.mark.parametrize("text", [s["text"] for s in POSITIVE] + NEGATIVE)
+def test_idempotent(text: str) -> None:
+    once = redact(text).text
+    assert redact(once) == Redaction(once, ())
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("My wifi password is Hx7-kP2q9zLm.", "My wifi password is [REDACTED: password]."),
+    ("The password for the router is 'blue fox 42'.",
+     "The password for the router is '[REDACTED: password]'."),
+    ("db is postgres://app:Zq8_wL3mTt@db.example.com:5432/prod",
+     "db is postgres://app:[REDACTED: connection_string]@db.example.com:5432/prod"),
+    ("Authorization: Bearer Q2hR7xLm0pZk9Tn4Vb6Wc1", "Authorization: Bearer [REDACTED: bearer_token]"),
+    ("My card is 4111-1111-1111-1111 and it expires 12/27.",
+     "My card is [REDACTED: card_number] and it expires 12/27."),
+])
+def test_only_the_secret_is_replaced(text: str, expected: str) -> None:
+    assert redact(text).text == expected
+
+
+def test_multi_secret_sentence() -> None:
+    key, pw, card = "sk-proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z", "Tr0ub4dor&3", "5555 5555 5555 4444"
+    dsn_pw = "s3cr3t-P4ss"
+    text = (f"The user in Berlin uses the OpenAI key {key}, the wifi password is {pw}, "
+            f"their card is {card} and the database is postgres://app:{dsn_pw}@db.internal/app.")
+    result = redact(text)
+    assert result.kinds == ("api_key", "password", "card_number", "connection_string")
+    assert all(secret not in result.text for secret in (key, pw, card, dsn_pw))
+    assert result.text.startswith("The user in Berlin uses the OpenAI key [REDACTED: api_key],")
+    assert result.redacted and not redact("The user lives in Berlin.").redacted
+
+
+def test_kinds_listed_once_in_order_of_appearance() -> None:
+    text = "password: Aa1-bbbbbbbb, then AKIA" + "Q" * 16 + ", and pwd=Cc2-dddddddd."
+    assert redact(text).kinds == ("password", "aws_key")
+
+
+def test_card_number_needs_a_valid_luhn_checksum() -> None:
+    assert redact("My card is 4111 1111 1111 1112.").kinds == ()
+    assert redact("My card is 4111 1111 1111 1111.").kinds == ("card_number",)
+
+
+@pytest.mark.parametrize("text", [
+    "password " * 230, "://a:" * 400, "-----BEGIN RSA PRIVATE KEY-----" * 60, "4" * 2048,
+    "key=" + "a1B" * 680, "a" * 2048, ("token is " + "x" * 40 + " ") * 40,
+])
+def test_adversarial_input_stays_fast(text: str) -> None:
+    start = time.perf_counter()
+    redact(text[:2048])
+    assert time.perf_counter() - start < 0.05  # generous: catches catastrophic backtracking, not jitter
