@@ -44,14 +44,14 @@ def create_app(settings: Settings, http_client: httpx.AsyncClient | None = None)
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        async with open_services(settings, http_client) as services:
+        async with open_services(settings, http_client, wait_for_database=False) as services:
             app.state.services = services
             stop = asyncio.Event()
             worker_task = None
             if settings.formation.enabled and settings.formation.in_process_worker:
                 worker = Worker(pool=services.pool, embedder=services.embedder, llm=services.llm,
                                 settings=settings.formation)
-                worker_task = asyncio.create_task(worker.run(stop))
+                worker_task = asyncio.create_task(worker.run(stop, settings.server.shutdown_timeout, services.ready))
             log.info("started", upstream=settings.upstream.base_url,
                      embedding=f"{settings.embedding.provider}:{settings.embedding.model}",
                      memory_llm=f"{settings.memory_llm.provider}:{settings.memory_llm.model}",

@@ -49,12 +49,14 @@ async def healthz() -> dict[str, str]:
 
 @get("/readyz")
 async def readyz(request: Request[Any, Any, Any]) -> Response[dict[str, str]]:
-    """Ready when the database answers; chat still works without it, but memory does not."""
+    """Ready when the database answers and is migrated; chat works without it, memory does not."""
+    if not _services(request).ready.is_set():
+        return Response({"status": "unavailable", "database": "not reachable or not migrated yet"}, status_code=503)
     try:
         async with asyncio.timeout(READY_TIMEOUT_S):
             async with _services(request).pool.connection() as conn:
                 await conn.execute("SELECT 1")
-    except Exception as exc:  # any failure means "not ready": the reason is reported, not raised
+    except Exception as exc:  # noqa: BLE001 - any failure means "not ready": reported, not raised
         return Response({"status": "unavailable", "database": type(exc).__name__}, status_code=503)
     return Response({"status": "ready", "database": "ok"})
 

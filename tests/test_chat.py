@@ -3,6 +3,7 @@
 Real PostgreSQL; upstream and embeddings are respx routes (see conftest).
 """
 
+import uuid
 from typing import Any
 
 import httpx
@@ -283,6 +284,45 @@ async def test_database_down_mid_run_readyz_says_so_chat_goes_on_and_recovers(
             await asyncio.sleep(0.05)
     response = await client.post(CHAT, json=chat_body(RUNTIME_Q), headers=user_headers(USER_A))
     assert len(response.json()["memories"]) == 1
+
+
+async def test_database_down_at_start_chat_works_and_memory_starts_when_it_comes_up(
+        tmp_path: Any, app_factory: Any, outside: Any, pg_server: Any) -> None:
+    """serve starts on a database that does not exist yet: /readyz says so, chat is relayed, the turn's
+    job is held; once the database exists it is migrated by itself, the job written, memory works."""
+    import asyncio
+
+    import psycopg
+    from litestar.testing import AsyncTestClient
+
+    from proxy.settings import load_settings
+    from proxy.store.database import make_pool
+    from tests.conftest import make_env
+
+    name = "late_" + uuid.uuid4().hex[:8]
+    url = pg_server.get_uri(name)
+    app = app_factory(load_settings(make_env(url, tmp_path)))
+    async with AsyncTestClient(app, base_url="http://proxy.test") as client:
+        client.headers["authorization"] = f"Bearer {PROXY_KEY}"
+        assert (await client.get("/readyz")).status_code == 503
+        response = await client.post(CHAT, json=chat_body(BUN), headers=user_headers(USER_A))
+        assert response.status_code == 200 and response.json()["memories"] == []
+        assert len(app.state.services.outbox) == 1  # held, not lost
+
+        with psycopg.connect(pg_server.get_uri(), autocommit=True) as admin:
+            admin.execute(f"CREATE DATABASE {name}")  # empty: the proxy applies every migration itself
+        async with asyncio.timeout(30):  # the migration retries back off from 1 s
+            while (await client.get("/readyz")).status_code != 200 or len(app.state.services.outbox):
+                await asyncio.sleep(0.05)
+        async with make_pool(url, 1) as pool, pool.connection() as conn:
+            await conn.execute("SELECT set_config('memory_proxy.all_users', 'on', false)")
+            cur = await conn.execute("SELECT user_id, payload->>'user_message' FROM memory_jobs")
+            assert await cur.fetchall() == [(USER_A, BUN)]
+            await add_memory(conn, USER_A, BUN)
+        response = await client.post(CHAT, json=chat_body(RUNTIME_Q), headers=user_headers(USER_A))
+        assert len(response.json()["memories"]) == 1
+    with psycopg.connect(pg_server.get_uri(), autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 async def test_upstream_json_reply_for_a_stream_request_is_relayed_as_json(client: Any, outside: Any) -> None:

@@ -19,13 +19,15 @@ from tests.test_crash_recovery import BUN, BUN_MSG, job_states, poll, start_prox
 
 CHUNKS = 8
 CHUNK_GAP_S = 0.15
+SHUTDOWN_TIMEOUT = 3  # the stream above takes ~1.2 s: it finishes; a stuck one is cut
 
 
 def slow_upstream(fallback: Any) -> Any:
-    """`/slow/v1/chat/completions` streams CHUNKS chunks CHUNK_GAP_S apart; anything else → `fallback`."""
+    """`/slow/v1/chat/completions` streams CHUNKS chunks CHUNK_GAP_S apart; `/stuck/…` sends one chunk
+    and then nothing, forever; anything else → `fallback`."""
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or not scope["path"].startswith("/slow/"):
+        if scope["type"] != "http" or not scope["path"].startswith(("/slow/", "/stuck/")):
             await fallback(scope, receive, send)
             return
         while (await receive()).get("more_body"):
@@ -37,6 +39,10 @@ def slow_upstream(fallback: Any) -> Any:
                      "choices": [{"index": 0, "delta": {"content": f"part{i} "}, "finish_reason": None}]}
             await send({"type": "http.response.body", "body": f"data: {json.dumps(event)}\n\n".encode(),
                         "more_body": True})
+            if scope["path"].startswith("/stuck/"):
+                while (await receive())["type"] != "http.disconnect":  # silent until the proxy hangs up
+                    pass
+                return
             await asyncio.sleep(CHUNK_GAP_S)
         await send({"type": "http.response.body", "body": b"data: [DONE]\n\n"})
 
@@ -66,7 +72,7 @@ async def test_sigterm_lets_the_stream_finish_releases_jobs_and_a_restart_comple
     env = {"DATABASE_URL": database_url, "MEMORY_PROXY_DATA_DIR": str(tmp_path), "PROXY_API_KEYS": PROXY_KEY,
            "UPSTREAM_BASE_URL": f"{base_fake}/slow/v1", "UPSTREAM_API_KEY": "x",
            "EMBEDDING_BASE_URL": f"{base_fake}/v1", "MEMORY_LLM_BASE_URL": f"{base_fake}/v1",
-           "WORKER_CONCURRENCY": "2", "LOG_LEVEL": "info"}
+           "WORKER_CONCURRENCY": "2", "LOG_LEVEL": "info", "SHUTDOWN_TIMEOUT": str(SHUTDOWN_TIMEOUT)}
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     proxy = start_proxy(env, port)
@@ -95,7 +101,7 @@ async def test_sigterm_lets_the_stream_finish_releases_jobs_and_a_restart_comple
         text = b"".join(received).decode()
         assert all(f"part{i} " in text for i in range(CHUNKS)) and text.endswith("data: [DONE]\n\n")
         output = proxy.communicate(timeout=30)[0].decode()
-        assert time.monotonic() - stopped_at < 20
+        assert time.monotonic() - stopped_at < 2 * SHUTDOWN_TIMEOUT + 5  # streams, then the worker's drain
     finally:
         if proxy.poll() is None:
             proxy.kill()
@@ -113,3 +119,34 @@ async def test_sigterm_lets_the_stream_finish_releases_jobs_and_a_restart_comple
     finally:
         again.send_signal(signal.SIGTERM)
         again.communicate(timeout=30)
+
+
+async def test_a_stream_that_never_ends_is_cut_at_the_shutdown_timeout(
+        database_url: str, tmp_path: Path, outside_url: tuple[str, FakeMemoryLLM]) -> None:
+    base_fake, _ = outside_url
+    env = {"DATABASE_URL": database_url, "MEMORY_PROXY_DATA_DIR": str(tmp_path), "PROXY_API_KEYS": PROXY_KEY,
+           "UPSTREAM_BASE_URL": f"{base_fake}/stuck/v1", "UPSTREAM_API_KEY": "x",
+           "EMBEDDING_BASE_URL": f"{base_fake}/v1", "MEMORY_LLM_BASE_URL": f"{base_fake}/v1",
+           "SHUTDOWN_TIMEOUT": "1", "LOG_LEVEL": "info"}
+    port = free_port()
+    proxy = start_proxy(env, port)
+    try:
+        await wait_ready(f"http://127.0.0.1:{port}", proxy)
+        body = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hello"}]}
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30,
+                                     headers={"authorization": f"Bearer {PROXY_KEY}"}) as client, \
+                client.stream("POST", "/v1/chat/completions", json=body) as stream:
+            chunks = stream.aiter_raw()
+            assert b"part0" in await anext(chunks)
+            proxy.send_signal(signal.SIGTERM)
+            stopped_at = time.monotonic()
+            with pytest.raises(httpx.RemoteProtocolError):  # cut: the reply never completes
+                async for _ in chunks:
+                    pass
+        output = proxy.communicate(timeout=30)[0].decode()
+        assert time.monotonic() - stopped_at < 1 + 5
+    finally:
+        if proxy.poll() is None:
+            proxy.kill()
+            proxy.wait(10)
+    assert '"event": "stopped"' in output, output

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 from structlog.testing import capture_logs
 
-from proxy.observability import DECISIONS, JOB_EVENTS
+from proxy.observability import DECISIONS, FAIL_OPEN, JOB_EVENTS
 from proxy.store import jobs
 from tests.conftest import (
     PROXY_KEY,
@@ -111,18 +111,29 @@ async def test_stream_is_teed_and_the_job_is_written_before_the_request_ends(
     assert status == "queued" and payload["assistant_reply"] == "Bun is fast."
 
 
-async def test_database_down_at_enqueue_is_counted_and_chat_goes_on(client: Any, outside: Any, db: Any,
-                                                                    pg_server: Any, database_url: str) -> None:
+async def test_database_down_mid_run_chat_goes_on_and_the_job_is_written_when_it_returns(
+        client: Any, outside: Any, db: Any, pg_server: Any, database_url: str) -> None:
     name = database_url.split("?")[0].rsplit("/", 1)[1]
     with psycopg.connect(pg_server.get_uri(), autocommit=True) as admin:
         admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS false")
         admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", [name])
-    before = JOB_EVENTS.labels("enqueue_failed")._value.get()
+    held, fail_open = JOB_EVENTS.labels("held")._value.get(), FAIL_OPEN.labels("database_error")._value.get()
     response = await client.post(CHAT, json=chat_body(BUN_MSG), headers=user_headers(USER_A))
-    assert response.status_code == 200
-    assert JOB_EVENTS.labels("enqueue_failed")._value.get() == before + 1
+    assert response.status_code == 200 and response.json()["memories"] == []
+    assert FAIL_OPEN.labels("database_error")._value.get() == fail_open + 1  # retrieval failed open
+    assert JOB_EVENTS.labels("held")._value.get() == held + 1
+    assert len(client.app.state.services.outbox) == 1
+    assert (await client.get("/readyz")).status_code == 503
+
     with psycopg.connect(pg_server.get_uri(), autocommit=True) as admin:
         admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS true")
+    async with asyncio.timeout(15):  # the outbox retries every second; nothing accepted was lost
+        while len(client.app.state.services.outbox):
+            await asyncio.sleep(0.05)
+    async with await psycopg.AsyncConnection.connect(database_url) as conn:
+        cur = await conn.execute("SELECT user_id, payload->>'user_message' FROM memory_jobs")
+        assert await cur.fetchall() == [(USER_A, BUN_MSG)]
+    assert (await client.get("/readyz")).status_code == 200
 
 
 # ---------------------------------------------------------------- the seed 001 §6.2 flow
@@ -320,3 +331,38 @@ async def test_every_provider_and_mode_forms_memories(env: dict, outside: Any, d
     assert ("tools" in json.loads(sent.content)) == (mode == "tools")
     assert LLM_CALLS.labels("extract", "ok")._value.get() == calls + 1
     assert LLM_TOKENS.labels("extract", "prompt")._value.get() == tokens + 100
+
+
+# ---------------------------------------------------------------- secrets
+
+async def test_no_secret_of_the_corpus_is_stored_or_sent_to_the_memory_llm(
+        client: Any, outside: Any, db: Any, worker: Any, memory_llm: Any) -> None:
+    """Every credential sample goes through a whole turn: in the user's message, echoed in the reply,
+    and handed back by an extraction LLM that ignores redaction (the store must redact anyway)."""
+    from tests.test_redact import POSITIVE, _pieces
+
+    raw_by_seen: dict[str, str] = {}  # what the extraction LLM is shown → the original text
+    memory_llm.extract = lambda seen: [seen, "Remembered verbatim: " + raw_by_seen.get(seen, seen)]
+    for sample in POSITIVE:
+        outside.routes["chat"].respond(200, json=completion(f"Noted: {sample['text']}"))
+        await client.post(CHAT, json=chat_body(sample["text"]), headers=user_headers(USER_A))
+        [(payload,)] = await (await db.execute("SELECT payload FROM memory_jobs ORDER BY id DESC LIMIT 1")).fetchall()
+        raw_by_seen[payload["user_message"]] = sample["text"]
+    assert await worker.run_until_idle() == len(POSITIVE)
+
+    def strings(value: Any) -> list[str]:
+        if isinstance(value, str):
+            return [value]
+        if isinstance(value, dict):
+            return [s for v in value.values() for s in strings(v)]
+        return [s for v in value for s in strings(v)] if isinstance(value, list) else []
+
+    stored = [row[0] for row in await (await db.execute("SELECT content FROM vectors")).fetchall()]
+    stored += [s for (p,) in await (await db.execute("SELECT payload FROM memory_jobs")).fetchall()
+               for s in strings(p)]
+    stored += [row[0] for row in await (await db.execute("SELECT reason FROM memory_updates")).fetchall()]
+    stored += [prompt for _, prompt in memory_llm.prompts]
+    blob = "\n".join(stored)
+    leaked = [s["kind"] for s in POSITIVE if any(piece in blob for piece in _pieces(s["secret"], 12))]
+    assert leaked == []
+    assert sum("[REDACTED: " in text for text in await links(db, USER_A)) >= len(POSITIVE)
