@@ -12,12 +12,16 @@ through the same endpoint. Their replies must stay parseable JSON, so they get n
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from typing import Any
 
 TASK_HEADER = "x-openwebui-task"
 _TASK_MARKER = "### Task:"
 _RAG_MARKERS = ("<user_query>", "<context>")
+# What UTF-8 text in PostgreSQL cannot hold: NUL, and lone surrogates (valid JSON escapes such as
+# "\ud800" that no UTF-8 can encode). The memory side gets U+FFFD instead; the upstream, the original.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 class TurnKind(StrEnum):
@@ -26,15 +30,17 @@ class TurnKind(StrEnum):
     ANONYMOUS = "anonymous"  # no user id: relay only
 
 
+def storable(text: str) -> str:
+    return _UNSTORABLE.sub("\ufffd", text)
+
+
 def message_text(content: Any) -> str:
-    """The text of a message's content: a string, or the text parts of a multimodal array."""
-    if isinstance(content, str):
-        return content
+    """The text of a message's content (a string, or the text parts of a multimodal array, images and
+    other parts left out), safe to embed and store; anything else has no text."""
     if isinstance(content, list):
-        return "\n".join(part.get("text", "") for part in content
-                         if isinstance(part, dict) and part.get("type") == "text"
-                         and isinstance(part.get("text"), str))
-    return ""
+        content = "\n".join(part["text"] for part in content if isinstance(part, dict)
+                            and part.get("type") == "text" and isinstance(part.get("text"), str))
+    return storable(content) if isinstance(content, str) else ""
 
 
 def latest_user_text(messages: list[Any]) -> str:

@@ -17,18 +17,18 @@ from functools import partial
 from typing import Any
 
 import anyio
-import httpx
 from litestar import Response
 from litestar.response import Stream
 
+from .auth import USER_JWT_HEADER, UserJwtVerifier, signed_user_id
 from .classify import TASK_HEADER, TurnKind, classify, latest_user_text, message_text
 from .errors import BadRequest, MemoryUnavailable, UpstreamError, openai_error
 from .inject import has_client_memory, inject_memories
+from .memory.redact import redact_strings
 from .memory.retrieve import retrieve_memories
 from .observability import (
     ADDED_LATENCY,
     FAIL_OPEN,
-    JOB_EVENTS,
     MEMORIES_INJECTED,
     REQUESTS,
     RETRIEVAL_OUTCOMES,
@@ -36,15 +36,15 @@ from .observability import (
     UPSTREAM_FIRST_BYTE,
     log,
 )
+from .outbox import PendingJob
 from .schemas import Memory
 from .services import Services
+from .settings import ServerSettings
 from .sse import ReplyTee, reply_text
-from .store import jobs
-from .upstream import iter_upstream, read_body, relayed_headers
+from .upstream import read_body, relayed_headers
 
 MEMORY_IDS_HEADER = "x-memory-proxy-memories"
 MAX_USER_ID_LENGTH = 255
-ENQUEUE_TIMEOUT_S = 2.0
 CONTEXT_MESSAGES = 4  # earlier messages the formation job sees, for reference
 CONTEXT_CHARS = 1000
 MAX_USER_MESSAGE_CHARS = 16000
@@ -53,11 +53,18 @@ OnReplyEnd = Callable[[str], Awaitable[None]]
 
 
 def parse_chat_body(raw: bytes) -> dict[str, Any]:
-    """The request JSON, checked just enough to find the messages; the upstream validates the rest."""
+    """The request JSON, checked just enough for our own work; the upstream validates the rest.
+
+    We stay a transparent proxy and check only what retrieval, classification and injection read:
+    a JSON object whose `messages` is a non-empty array of objects with a string `role`, and
+    `stream`, when set, a boolean (the task heuristic reads it; null means unset, as for OpenAI).
+    `model`, message contents (any type: only text parts are read), unknown roles and every other
+    field are the upstream's to judge: its 4xx is relayed unchanged.
+    """
     try:
         body = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BadRequest(f"the request body is not valid JSON: {exc}") from exc
+    except (ValueError, RecursionError) as exc:  # bad JSON or UTF-8, a 5000-digit int, deep nesting
+        raise BadRequest(f"the request body is not valid JSON: {str(exc)[:200]}") from exc
     if not isinstance(body, dict):
         raise BadRequest("the request body must be a JSON object")
     messages = body.get("messages")
@@ -66,15 +73,21 @@ def parse_chat_body(raw: bytes) -> dict[str, Any]:
     for i, message in enumerate(messages):
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
             raise BadRequest(f"messages[{i}] must be an object with a string 'role'", param=f"messages[{i}]")
-    if "stream" in body and not isinstance(body["stream"], bool):
+    if body.get("stream") is not None and not isinstance(body["stream"], bool):
         raise BadRequest("'stream' must be a boolean", param="stream")
     return body
 
 
-def read_user_id(headers: Mapping[str, str], header_name: str) -> str | None:
-    user_id = (headers.get(header_name) or "").strip()
+def read_user_id(headers: Mapping[str, str], server: ServerSettings) -> str | None:
+    """Who the turn is for: the signed token's subject when USER_JWT_SECRET is set, else the user header."""
+    if server.user_jwt_secret:
+        user_id = signed_user_id(headers, UserJwtVerifier(server.user_jwt_secret), server.user_id_header) or ""
+        source = f"the 'sub' of {USER_JWT_HEADER}"
+    else:
+        user_id = (headers.get(server.user_id_header) or "").strip()
+        source = f"the {server.user_id_header} header"
     if len(user_id) > MAX_USER_ID_LENGTH:
-        raise BadRequest(f"the {header_name} header is longer than {MAX_USER_ID_LENGTH} characters")
+        raise BadRequest(f"the user id ({source}) is longer than {MAX_USER_ID_LENGTH} characters")
     return user_id or None
 
 
@@ -89,6 +102,8 @@ async def memories_for_turn(services: Services, user_id: str, body: dict[str, An
         RETRIEVAL_OUTCOMES.labels("miss").inc()
         return []
     try:
+        if not services.ready.is_set():
+            raise MemoryUnavailable("database_not_ready", "the database is not reachable or not migrated yet")
         memories = await retrieve_memories(
             pool=services.pool, embedder=services.embedder, user_id=user_id,
             query=query, settings=services.settings.retrieval,
@@ -124,13 +139,17 @@ def upstream_error_response(status: int, body: bytes, headers: dict[str, str]) -
                     media_type="application/json")
 
 
-async def relay_stream(response: httpx.Response, on_end: OnReplyEnd | None = None) -> AsyncIterator[bytes]:
-    """SSE bytes as they arrive; an upstream failure mid-stream ends with an SSE `error` event.
+async def relay_stream(body: AsyncIterator[bytes], on_end: OnReplyEnd | None = None) -> AsyncIterator[bytes]:
+    """SSE bytes as they arrive; an upstream failure mid-stream (dropped connection, silence past
+    UPSTREAM_READ_TIMEOUT) ends the stream with an SSE event `data: {"error": {...}}` and no `[DONE]`:
+    the chunks already relayed stay, and OpenWebUI and the OpenAI SDKs show it as an error.
     With `on_end`, the assistant's text is teed off the relayed bytes and handed over at the end —
-    also when the client disconnects (shielded from that cancellation, bounded in time)."""
+    also when the client disconnects (shielded from that cancellation, bounded in time).
+    Backpressure: the next chunk is read from the upstream only once the server took this one, so a
+    slow client slows the upstream down instead of making us buffer (uvicorn pauses at 64 KiB)."""
     tee = ReplyTee() if on_end else None
     try:
-        async for chunk in iter_upstream(response):
+        async for chunk in body:
             yield chunk
             if tee:
                 tee.feed(chunk)
@@ -162,28 +181,17 @@ def formation_payload(body: dict[str, Any], memories: list[Memory]) -> dict[str,
 
 async def enqueue_formation(services: Services, user_id: str, payload: dict[str, Any], said_at: datetime,
                             assistant_reply: str) -> None:
-    """Write the formation job (durable from here on); a failure is counted, never raised."""
-    with anyio.move_on_after(ENQUEUE_TIMEOUT_S, shield=True) as scope:
-        try:
-            async with services.pool.connection() as conn:
-                await jobs.enqueue(conn, user_id=user_id, said_at=said_at,
-                                   payload={**payload, "assistant_reply": assistant_reply})
-        except Exception as exc:  # database down or full: chat is unaffected, the loss is counted
-            JOB_EVENTS.labels("enqueue_failed").inc()
-            log.warning("job_enqueue_failed", error=f"{type(exc).__name__}: {exc}")
-            return
-    if scope.cancelled_caught:
-        JOB_EVENTS.labels("enqueue_failed").inc()
-        log.warning("job_enqueue_failed", error=f"timed out after {ENQUEUE_TIMEOUT_S}s")
-    else:
-        JOB_EVENTS.labels("enqueued").inc()
+    """Hand the formation job to the outbox: written now, or held until the database is back."""
+    # Redacted here, so that neither the job table nor the memory LLM ever sees a secret.
+    job = PendingJob(user_id, said_at, redact_strings({**payload, "assistant_reply": assistant_reply}))
+    await services.outbox.put(job)
 
 
 async def chat_turn(services: Services, headers: Mapping[str, str], raw: bytes) -> Response[Any]:
     started = time.perf_counter()
     said_at = datetime.now(UTC)
     body = parse_chat_body(raw)
-    user_id = read_user_id(headers, services.settings.server.user_id_header)
+    user_id = read_user_id(headers, services.settings.server)
     kind = classify(user_id, headers.get(TASK_HEADER), body)
 
     memories: list[Memory] = []
@@ -191,15 +199,14 @@ async def chat_turn(services: Services, headers: Mapping[str, str], raw: bytes) 
         memories = await memories_for_turn(services, user_id, body)
     content = raw
     if memories:
-        content = json.dumps({**body, "messages": inject_memories(body["messages"], memories)},
-                             ensure_ascii=False).encode()
+        content = encode_json({**body, "messages": inject_memories(body["messages"], memories)})
     on_end: OnReplyEnd | None = None
     if kind is TurnKind.CHAT and user_id and services.settings.formation.enabled:
         on_end = partial(enqueue_formation, services, user_id, formation_payload(body, memories), said_at)
     ADDED_LATENCY.labels(kind.value).observe(time.perf_counter() - started)
 
     forwarded = time.perf_counter()
-    response = await services.upstream.open("POST", "/chat/completions", headers, content)
+    response, reply_body = await services.upstream.open("POST", "/chat/completions", headers, content)
     UPSTREAM_FIRST_BYTE.labels("chat").observe(time.perf_counter() - forwarded)
     reply_headers = relayed_headers(response)
     media_type = reply_headers.pop("content-type", "application/json")
@@ -207,34 +214,43 @@ async def chat_turn(services: Services, headers: Mapping[str, str], raw: bytes) 
     REQUESTS.labels("chat", kind.value, f"{response.status_code // 100}xx").inc()
 
     if response.status_code >= 400:
-        return upstream_error_response(response.status_code, await read_body(response), reply_headers)
+        return upstream_error_response(response.status_code, await read_body(reply_body), reply_headers)
     if "text/event-stream" in media_type:
-        return Stream(relay_stream(response, on_end), status_code=response.status_code,
+        return Stream(relay_stream(reply_body, on_end), status_code=response.status_code,
                       headers=reply_headers, media_type=media_type)
 
-    reply = await read_body(response)
+    reply = await read_body(reply_body)
     if kind is TurnKind.CHAT:
         parsed = parse_json(reply)
         if on_end:
             await on_end(reply_text(parsed))
         if isinstance(parsed, dict):  # the injected memory ids as a top-level `memories` array
-            reply = json.dumps({**parsed, "memories": [m.id for m in memories]}, ensure_ascii=False).encode()
+            reply = encode_json({**parsed, "memories": [m.id for m in memories]})
     return Response(reply, status_code=response.status_code, headers=reply_headers, media_type=media_type)
 
 
 def parse_json(raw: bytes) -> Any:
     try:
         return json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except (ValueError, RecursionError):
         return None
+
+
+def encode_json(value: Any) -> bytes:
+    """UTF-8 JSON; text holding lone surrogates (valid JSON escapes such as "\\ud800", which no UTF-8
+    can carry) is sent escaped, as the client wrote it."""
+    try:
+        return json.dumps(value, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return json.dumps(value).encode()
 
 
 async def relay_models(services: Services, headers: Mapping[str, str]) -> Response[bytes]:
     """`GET /v1/models`, relayed with the upstream's key."""
-    response = await services.upstream.open("GET", "/models", headers)
+    response, reply_body = await services.upstream.open("GET", "/models", headers)
     reply_headers = relayed_headers(response)
     media_type = reply_headers.pop("content-type", "application/json")
-    body = await read_body(response)
+    body = await read_body(reply_body)
     REQUESTS.labels("models", "other", f"{response.status_code // 100}xx").inc()
     if response.status_code >= 400:
         return upstream_error_response(response.status_code, body, reply_headers)

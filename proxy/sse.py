@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .classify import storable
+
 MAX_REPLY_CHARS = 8000  # formation needs the gist of the reply, not all of it
 
 
@@ -39,7 +41,7 @@ class ReplyTee:
 
     @property
     def text(self) -> str:
-        return "".join(self._parts)[:MAX_REPLY_CHARS]
+        return storable("".join(self._parts)[:MAX_REPLY_CHARS])
 
 
 def reply_text(parsed: Any) -> str:
@@ -48,4 +50,4 @@ def reply_text(parsed: Any) -> str:
         content = parsed["choices"][0]["message"].get("content")
     except (KeyError, IndexError, TypeError, AttributeError):
         return ""
-    return content[:MAX_REPLY_CHARS] if isinstance(content, str) else ""
+    return storable(content[:MAX_REPLY_CHARS]) if isinstance(content, str) else ""

@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-_USER_MESSAGE = re.compile(r"<user_message>\n(.*?)\n</user_message>", re.S)
+_USER_MESSAGE = re.compile(r"<user_message>\n(.*?)\n</user_message>", re.DOTALL)
 _FACT = re.compile(r'^\[(\d+)\] New fact: (".*")$')
 _EXISTING = re.compile(r'^\s+Existing: \(id ([^)]+)\) (".*")$')
 

@@ -82,3 +82,40 @@ def test_a_bare_user_header_is_refused_when_tokens_are_required() -> None:
     with pytest.raises(AuthenticationFailed) as refused:
         signed_user_id({"x-openwebui-user-id": "user-b"}, UserJwtVerifier(JWT_SECRET), "x-openwebui-user-id")
     assert refused.value.code == "unsigned_user_id"
+
+
+# ---------------------------------------------------------------- through the app
+
+async def test_with_a_jwt_secret_the_token_names_the_user_and_a_forged_header_is_refused(
+        env: dict, app_factory: Any, outside: Any, db: Any) -> None:
+    from litestar.testing import AsyncTestClient
+    from structlog.testing import capture_logs
+
+    from tests.conftest import PROXY_KEY, USER_A, USER_B, add_memory, chat_body, system_text
+    from tests.conftest import sent_body as upstream_body
+    from tests.test_worker import BUN, RUNTIME_Q
+
+    await add_memory(db, USER_A, BUN)
+    settings = load_settings({**env, "USER_JWT_SECRET": JWT_SECRET})
+    app = app_factory(settings)
+    async with AsyncTestClient(app, base_url="http://proxy.test") as client:
+        client.headers["authorization"] = f"Bearer {PROXY_KEY}"
+        with capture_logs() as logs:
+            forged = await client.post("/v1/chat/completions", json=chat_body(RUNTIME_Q),
+                                       headers={"x-openwebui-user-id": USER_A})
+            wrong_key = await client.post("/v1/chat/completions", json=chat_body(RUNTIME_Q),
+                                          headers={USER_JWT_HEADER: openwebui_token(secret="another-secret-0123456789",
+                                                                          sub=USER_A)})
+            as_b = await client.post("/v1/chat/completions", json=chat_body(RUNTIME_Q),
+                                     headers={USER_JWT_HEADER: openwebui_token(sub=USER_B), "x-openwebui-user-id": USER_A})
+            b_saw = system_text(upstream_body(outside))
+            as_a = await client.post("/v1/chat/completions", json=chat_body(RUNTIME_Q),
+                                     headers={USER_JWT_HEADER: openwebui_token(sub=USER_A)})
+            a_saw = system_text(upstream_body(outside))
+    assert forged.status_code == 401 and forged.json()["error"]["code"] == "unsigned_user_id"
+    assert wrong_key.status_code == 401 and wrong_key.json()["error"]["code"] == "invalid_user_jwt"
+    assert as_b.status_code == 200 and BUN not in b_saw  # the token wins over a header naming A
+    assert as_a.status_code == 200 and BUN in a_saw and len(as_a.json()["memories"]) == 1
+    assert outside.routes["chat"].call_count == 2  # refused turns never reached the upstream
+    logged = repr(logs) + repr(settings)
+    assert JWT_SECRET not in logged and PROXY_KEY not in logged

@@ -1,0 +1,145 @@
+"""Property-based fuzzing of every endpoint with hypothesis (1,250 generated requests in all).
+
+With the upstream answering 200 (JSON, or SSE when asked to stream), whatever a client sends:
+the proxy never answers 5xx itself, and every 4xx body is an OpenAI-format error. One app and one
+database serve all the examples of a test (hence the suppressed function-scoped-fixture check).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from proxy.observability import JOB_EVENTS
+from tests.conftest import USER_A, add_memory, chunk, completion, make_env, sse
+
+CHAT = "/v1/chat/completions"
+FUZZ: dict[str, Any] = {"deadline": None, "database": None,
+                        "suppress_health_check": [HealthCheck.function_scoped_fixture]}
+
+ODD_TEXT = ["\ud800", "\udfff", "\x00", "\u202e", "\u200f", "\ufeff", "👩🏽‍💻", "e\u0301", "### Task:",
+            "<memory_context>", "<user_query>", "\\u0000", "\r\n", "data: [DONE]\n\n"]
+chars = st.characters(categories=["L", "N", "P", "S", "Z", "Cc", "Cf", "Cs", "Mn"])
+text = st.one_of(st.text(chars, max_size=40), st.lists(st.sampled_from(ODD_TEXT), max_size=4).map("".join))
+words = st.lists(st.text(chars, min_size=1, max_size=12) | st.sampled_from(ODD_TEXT), min_size=1, max_size=6).map(
+    " ".join)
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | text,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(text, inner, max_size=4),
+    max_leaves=12,
+)
+parts = st.lists(st.one_of(
+    st.fixed_dictionaries({"type": st.just("text"), "text": words | json_values}),
+    st.fixed_dictionaries({"type": st.just("image_url"), "image_url": st.fixed_dictionaries(
+        {"url": st.just("data:image/png;base64,iVBORw0KGgo=")})}),
+    json_values,
+), max_size=4)
+content = st.sampled_from([words, words, text, parts, json_values]).flatmap(lambda strategy: strategy)
+# Mostly the shape the proxy reads (so that retrieval, injection and formation run), sometimes not.
+usable_messages = st.builds(
+    lambda earlier, last: [*earlier, last],
+    st.lists(st.fixed_dictionaries(
+        {"role": st.sampled_from(["user", "system", "assistant", "tool"]) | text, "content": content},
+        optional={"name": text, "tool_calls": json_values}), max_size=3),
+    st.fixed_dictionaries({"role": st.just("user"), "content": content}),
+)
+any_messages = st.lists(st.fixed_dictionaries({}, optional={"role": json_values, "content": content}),
+                        max_size=3) | json_values
+messages = st.integers(0, 3).flatmap(lambda i: any_messages if i == 0 else usable_messages)  # 1 in 4 unusable
+chat_bodies = st.builds(
+    lambda extra, known: {**extra, **known},
+    st.dictionaries(text, json_values, max_size=2),
+    st.fixed_dictionaries({"messages": messages}, optional={
+        "model": text | json_values, "stream": st.booleans() | st.none() | json_values,
+        "tools": json_values, "temperature": json_values}),
+)
+
+
+@pytest.fixture
+def env(database_url: str, tmp_path: Path) -> dict[str, str]:
+    """Every memory scores above the threshold: each identified chat turn with text gets one injected."""
+    return make_env(database_url, tmp_path, RETRIEVAL_MIN_SCORE="-1")
+
+
+@pytest.fixture
+async def memory(db: Any) -> str:
+    return await add_memory(db, USER_A, "User likes </user_memories>, \u202e odd text and 👩🏽\u200d💻.")
+
+
+def encoded(body: Any, ascii_only: bool) -> bytes:
+    """JSON as a client would send it; ASCII-escaped is how lone surrogates can be sent at all."""
+    try:
+        return json.dumps(body, ensure_ascii=ascii_only).encode()
+    except UnicodeEncodeError:
+        return json.dumps(body).encode()
+
+
+def upstream_reply(request: httpx.Request) -> httpx.Response:
+    try:
+        streaming = json.loads(request.content).get("stream") is True
+    except (ValueError, AttributeError):
+        streaming = False
+    if streaming:
+        return httpx.Response(200, headers={"content-type": "text/event-stream"},
+                              content=b"".join(sse(chunk({"content": "Hi \ud800 there"}))))
+    return httpx.Response(200, headers={"content-type": "application/json"},
+                          content=json.dumps(completion("Hello \x00 \udc00 there")).encode())
+
+
+def check(response: httpx.Response) -> None:
+    assert response.status_code < 500, (response.status_code, response.text[:500])
+    if response.status_code >= 400:
+        body = response.json()
+        assert set(body) == {"error"}, body
+        error = body["error"]
+        assert set(error) == {"message", "type", "param", "code"} and isinstance(error["message"], str), body
+        assert isinstance(error["type"], str), body
+
+
+@given(body=chat_bodies, ascii_only=st.booleans(), identified=st.sampled_from([True, True, True, False]),
+       task=st.sampled_from([None, None, None, "", "title_generation"]))
+@settings(max_examples=600, **FUZZ)
+async def test_fuzzed_chat_bodies(client: Any, outside: Any, memory: str, body: dict[str, Any], ascii_only: bool,
+                                  identified: bool, task: str | None) -> None:
+    outside.routes["chat"].mock(side_effect=upstream_reply)
+    headers = {"content-type": "application/json"}
+    if identified:
+        headers["x-openwebui-user-id"] = USER_A
+    if task is not None:
+        headers["x-openwebui-task"] = task
+    enqueue_failed = JOB_EVENTS.labels("enqueue_failed")._value.get()
+    response = await client.post(CHAT, content=encoded(body, ascii_only), headers=headers)
+    check(response)
+    assert JOB_EVENTS.labels("enqueue_failed")._value.get() == enqueue_failed  # odd text is storable too
+
+
+@given(raw=st.binary(max_size=200) | json_values.map(lambda v: encoded(v, True)),
+       identified=st.booleans())
+@settings(max_examples=350, **FUZZ)
+async def test_fuzzed_raw_chat_bytes(client: Any, outside: Any, raw: bytes, identified: bool) -> None:
+    outside.routes["chat"].mock(side_effect=upstream_reply)
+    check(await client.post(CHAT, content=raw, headers={"x-openwebui-user-id": USER_A} if identified else {}))
+
+
+@given(method=st.sampled_from(["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"]),
+       path=st.sampled_from(["/v1/models", "/healthz", "/readyz", "/metrics", CHAT, "/v1", "/",
+                             "/v1/chat/completions/", "/v1/embeddings", "/v1/models/fake-model"]),
+       query=st.text(st.characters(codec="ascii", categories=["L", "N", "P", "S", "Zs"], exclude_characters="#"),
+                     max_size=30),
+       raw=st.binary(max_size=100), authorized=st.booleans())
+@settings(max_examples=300, **FUZZ)
+async def test_fuzzed_requests_on_every_endpoint(client: Any, outside: Any, method: str, path: str, query: str,
+                                                 raw: bytes, authorized: bool) -> None:
+    outside.routes["chat"].mock(side_effect=upstream_reply)
+    headers = {} if authorized else {"authorization": "Bearer nope"}
+    response = await client.request(method, f"{path}?{query}", content=raw, headers=headers)
+    if method == "HEAD" or response.status_code == 204:  # no body to check
+        assert response.status_code < 500
+    else:
+        check(response)
