@@ -62,7 +62,8 @@ def memory_llm_answer(body: dict) -> str | None:
     if "memory archivist" in prompt:
         match = _USER_MESSAGE.search(prompt)
         said = " ".join((match.group(1) if match else "").split()[:12])
-        return json.dumps({"memories": [f"User said: {said}"] if said else []})
+        fact = {"text": f"User said: {said}", "type": "preference", "importance": 8, "confidence": 0.9}
+        return json.dumps({"memories": [fact] if said else []})
     if "memory curator" in prompt:
         return json.dumps({"decisions": []})
     return None

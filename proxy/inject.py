@@ -14,6 +14,7 @@ from typing import Any
 from .classify import message_text
 from .prompts import render
 from .schemas import Memory
+from .tokens import count_tokens
 
 # OpenWebUI's own Memory feature puts this block into the system message. When it is there the client
 # already injected its memories: we skip ours (no retrieval at all) rather than inject twice.
@@ -24,9 +25,30 @@ def quote_memory(content: str) -> str:
     return json.dumps(content, ensure_ascii=False).replace("<", "\\u003c").replace(">", "\\u003e")
 
 
+def memory_line(memory: Memory) -> str:
+    """One memory as the model reads it: who (the fact is in the third person) and when it was said."""
+    return f"- (said {memory.said_at:%Y-%m-%d}) {quote_memory(memory.content)}"
+
+
 def render_memories(memories: list[Memory]) -> str:
-    lines = "\n".join(f"- (remembered {m.created_at:%Y-%m-%d}) {quote_memory(m.content)}" for m in memories)
-    return render("inject.md", memories=lines)
+    return render("inject.md", memories="\n".join(memory_line(m) for m in memories))
+
+
+def within_budget(always_on: list[Memory], query: list[Memory], budget_tokens: int) -> list[Memory]:
+    """The memories to inject, in order: the always-on tier while it fits in half the budget, then the
+    query tier while the whole budget allows (a memory too long to fit is passed over, not cut). The
+    budget counts the memory lines, not the block's fixed instructions (about 90 tokens)."""
+    chosen: list[Memory] = []
+    seen: set[str] = set()
+    used = 0
+    for tier, cap in ((always_on, budget_tokens // 2), (query, budget_tokens)):
+        for memory in tier:
+            cost = count_tokens(memory_line(memory))
+            if memory.id not in seen and used + cost <= cap:
+                chosen.append(memory)
+                seen.add(memory.id)
+                used += cost
+    return chosen
 
 
 def has_client_memory(messages: list[Any]) -> bool:

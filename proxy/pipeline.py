@@ -23,9 +23,10 @@ from litestar.response import Stream
 from .auth import USER_JWT_HEADER, UserJwtVerifier, signed_user_id
 from .classify import TASK_HEADER, TurnKind, classify, latest_user_text, message_text
 from .errors import BadRequest, MemoryUnavailable, UpstreamError, openai_error
-from .inject import has_client_memory, inject_memories
+from .inject import has_client_memory, inject_memories, within_budget
 from .memory.redact import redact_strings
-from .memory.retrieve import retrieve_memories
+from .memory.retrieve import memories_for_turn as retrieve_turn
+from .memory.retrieve import record_use
 from .observability import (
     ADDED_LATENCY,
     FAIL_OPEN,
@@ -92,29 +93,32 @@ def read_user_id(headers: Mapping[str, str], server: ServerSettings) -> str | No
 
 
 async def memories_for_turn(services: Services, user_id: str, body: dict[str, Any]) -> list[Memory]:
-    """The user's memories relevant to this turn, or none if the memory side fails (fail open)."""
+    """The user's memories for this turn within the token budget, or none if the memory side fails."""
     messages = body["messages"]
     if has_client_memory(messages):
         RETRIEVAL_OUTCOMES.labels("skipped").inc()
         return []
-    query = latest_user_text(messages).strip()
-    if not query:
-        RETRIEVAL_OUTCOMES.labels("miss").inc()
-        return []
+    retrieval = services.settings.retrieval
     try:
         if not services.ready.is_set():
             raise MemoryUnavailable("database_not_ready", "the database is not reachable or not migrated yet")
-        memories = await retrieve_memories(
-            pool=services.pool, embedder=services.embedder, user_id=user_id,
-            query=query, settings=services.settings.retrieval,
-        )
+        found = await retrieve_turn(pool=services.pool, embedder=services.embedder, user_id=user_id,
+                                    query=latest_user_text(messages).strip(), settings=retrieval)
     except MemoryUnavailable as exc:
         FAIL_OPEN.labels(exc.reason).inc()
         RETRIEVAL_OUTCOMES.labels("failed").inc()
         log.warning("retrieval_failed", reason=exc.reason, error=str(exc))
         return []
+    except Exception:  # noqa: BLE001 - a bug on the memory side: the turn is still relayed, and it is counted
+        FAIL_OPEN.labels("internal_error").inc()
+        RETRIEVAL_OUTCOMES.labels("failed").inc()
+        log.exception("retrieval_failed", reason="internal_error")
+        return []
+    memories = within_budget(found.always_on, found.query, retrieval.token_budget)
     RETRIEVAL_OUTCOMES.labels("hit" if memories else "miss").inc()
     MEMORIES_INJECTED.observe(len(memories))
+    if memories:
+        services.spawn(record_use(services.pool, user_id, [m.id for m in memories]))
     return memories
 
 

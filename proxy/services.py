@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 import psycopg
@@ -29,10 +30,18 @@ class Services:
     llm: MemoryLLM
     ready: asyncio.Event  # set once the database answered and is migrated
     outbox: Outbox
+    background: set[asyncio.Task[None]] = field(default_factory=set)
+
+    def spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run small bookkeeping after the reply (kept referenced; awaited, bounded, at shutdown)."""
+        task = asyncio.create_task(work)
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
 
 
 MIGRATE_TIMEOUT_S = 60.0  # one attempt: connecting plus applying the migrations
 MIGRATE_RETRY_MAX_S = 30.0
+BACKGROUND_DRAIN_S = 5.0  # at shutdown, for bookkeeping tasks (use counts) still running
 START_WAIT_S = 3.0  # how long a start waits for the database before serving without memory
 
 
@@ -92,12 +101,15 @@ async def open_services(settings: Settings, http_client: httpx.AsyncClient | Non
             clients = [http_client] if http_client else make_clients(settings.upstream)
             upstream = Upstream(settings.upstream, clients)
             outbox, stop_outbox = Outbox(pool, ready), asyncio.Event()
+            services = Services(settings=settings, pool=pool, upstream=upstream,
+                                embedder=build_embedder(settings.embedding, clients[0]),
+                                llm=MemoryLLM(settings.memory_llm, clients[0]), ready=ready, outbox=outbox)
             outbox_task = asyncio.create_task(outbox.run(stop_outbox))
             try:
-                yield Services(settings=settings, pool=pool, upstream=upstream,
-                               embedder=build_embedder(settings.embedding, clients[0]),
-                               llm=MemoryLLM(settings.memory_llm, clients[0]), ready=ready, outbox=outbox)
+                yield services
             finally:
+                if services.background:
+                    await asyncio.wait(services.background, timeout=BACKGROUND_DRAIN_S)
                 stop_outbox.set()
                 await outbox_task
                 if schema:

@@ -100,6 +100,45 @@ def _text(value: str) -> str:
     return value.strip()
 
 
+def _fraction(value: str) -> float:
+    number = float(value)
+    if not 0.0 <= number <= 1.0:
+        raise ValueError("must be a number between 0 and 1")
+    return number
+
+
+def _non_negative_float(value: str) -> float:
+    number = float(value)
+    if number < 0:
+        raise ValueError("must be zero or a positive number")
+    return number
+
+
+# The kinds of memory (seeds 002/003) and, per kind, its decay half-life and its time to live in days
+# (None: never). Identity facts (name, job, home) and preferences last; context and temporary ones fade.
+MEMORY_TYPES = ("identity", "preference", "relationship", "project", "context", "temporary")
+DEFAULT_HALF_LIFE_DAYS = "identity=never,preference=180,relationship=365,project=60,context=7,temporary=1"
+LOCAL_MODEL = "all-minilm-l6-v2-int8"  # EMBEDDING_PROVIDER=local's default model
+LOCAL_TEXT_WEIGHT = 4.0  # its RETRIEVAL_TEXT_WEIGHT: best of 1–6 on LoCoMo (benchmarks/locomo)
+LOCAL_MIN_SCORE = 0.35  # its calibrated RETRIEVAL_MIN_SCORE (MiniLM puts related sentences at 0.4–0.7)
+DEFAULT_TTL_DAYS = "identity=never,preference=never,relationship=never,project=never,context=30,temporary=1"
+
+
+def _days_per_type(value: str) -> dict[str, float | None]:
+    """`type=days` pairs (days: a positive number or `never`); every type must be given."""
+    days: dict[str, float | None] = {}
+    for pair in value.split(","):
+        name, _, amount = pair.partition("=")
+        name, amount = name.strip().lower(), amount.strip().lower()
+        if name not in MEMORY_TYPES:
+            raise ValueError(f"unknown memory type {name!r} (types: {', '.join(MEMORY_TYPES)})")
+        days[name] = None if amount == "never" else _positive_float(amount)
+    missing = [t for t in MEMORY_TYPES if t not in days]
+    if missing:
+        raise ValueError(f"missing types: {', '.join(missing)}")
+    return days
+
+
 @dataclass(frozen=True)
 class Spec:
     """One environment variable: its default ('' = unset), what it means, and how it is parsed."""
@@ -141,17 +180,43 @@ SPECS: tuple[Spec, ...] = (
     Spec("UPSTREAM_READ_TIMEOUT", "300", "Seconds the upstream may stay silent during a reply (before "
          "its first byte too); a stream that stalls longer ends with an error event.", _positive_float),
     # embeddings
-    Spec("EMBEDDING_PROVIDER", "mistral", "`mistral` (mistral-embed) or `openai` (any OpenAI-compatible "
-         "`/v1/embeddings`); it picks the default base URL.", _choice("mistral", "openai")),
-    Spec("EMBEDDING_MODEL", "mistral-embed", "Embedding model; recorded with every vector, and only "
-         "vectors of the same model are ever compared."),
+    Spec("EMBEDDING_PROVIDER", "mistral", "`mistral` (mistral-embed), `openai` (any OpenAI-compatible "
+         "`/v1/embeddings`) or `local` (in-process on onnxruntime, offline, no key: all-MiniLM-L6-v2 int8).",
+         _choice("mistral", "openai", "local")),
+    Spec("EMBEDDING_MODEL", "", "Embedding model; recorded with every vector, and only vectors of the same "
+         "model are ever compared. Default: `mistral-embed` for `mistral` and `openai`, "
+         "`all-minilm-l6-v2-int8` for `local`."),
     Spec("EMBEDDING_BASE_URL", "", "Embeddings endpoint up to `/v1`. Default: "
          "https://api.mistral.ai/v1 for `mistral`, `UPSTREAM_BASE_URL` for `openai`.", _url),
     Spec("EMBEDDING_API_KEY", "", "Embeddings key. Falls back to `MISTRAL_API_KEY`, then `UPSTREAM_API_KEY`."),
     # retrieval
     Spec("RETRIEVAL_TOP_K", "10", "Most memories fetched per turn.", _positive_int),
-    Spec("RETRIEVAL_MIN_SCORE", "0.8", "Least cosine similarity for a memory to be injected. Depends on "
-         "the embedding model: calibrate it when you change models (see README).", _score),
+    Spec("RETRIEVAL_MIN_SCORE", "", "Least cosine similarity for a memory to be injected, whatever the "
+         "fusion (a memory below it still qualifies when it holds at least half of the query's words). "
+         "Depends on the embedding model: default 0.8 for mistral-embed, 0.35 for `local` (see README).",
+         _score),
+    Spec("RETRIEVAL_INJECT_ALL_BELOW", "5", "A user with at most this many memories gets all of them, newest "
+         "first, without a search (seed 004); 0: always search.", _int_in(0, 10, "must be 0 to 10")),
+    Spec("RETRIEVAL_MODE", "hybrid", "`hybrid` (full-text and vector ranks fused by RRF), `vector` or "
+         "`text` (for ablations and debugging).", _choice("hybrid", "vector", "text")),
+    Spec("RETRIEVAL_RRF_K", "60", "Reciprocal rank fusion constant k: fused = Σ weight/(k + rank).", _positive_int),
+    Spec("RETRIEVAL_TEXT_WEIGHT", "", "Weight of the full-text rank in the fusion (the vector rank weighs 1). "
+         "Default: 1, and 4 for `local`, whose small model keywords beat (LoCoMo, docs/BENCHMARKS.md).",
+         _non_negative_float),
+    Spec("RANK_WEIGHT_RELEVANCE", "0.8", "Weight of relevance (the fused rank score, scaled to 0–1) in "
+         "the final ranking.", _non_negative_float),
+    Spec("RANK_WEIGHT_RECENCY", "0.15", "Weight of recency: 0.5^(days since last use / the type's "
+         "half-life); 1 for pinned memories and types that never decay.", _non_negative_float),
+    Spec("RANK_WEIGHT_FREQUENCY", "0.05", "Weight of use: min(times injected / 20, 1).", _non_negative_float),
+    Spec("RETRIEVAL_MMR_LAMBDA", "0.7", "Maximal marginal relevance: 1 = rank only, lower = more "
+         "diversity (near-identical memories do not crowd the prompt).", _fraction),
+    Spec("MEMORY_HALF_LIFE_DAYS", DEFAULT_HALF_LIFE_DAYS, "Decay half-life per memory type in days "
+         "(`never`: no decay). Pinned memories never decay.", _days_per_type),
+    Spec("MEMORY_TTL_DAYS", DEFAULT_TTL_DAYS, "Time to live per memory type in days (`never`); an "
+         "expired memory is no longer retrieved and is removed by maintenance. Pinned ones never expire.",
+         _days_per_type),
+    Spec("INJECT_TOKEN_BUDGET", "1000", "Most tokens of memories injected per turn (always-on tier of "
+         "pinned and identity memories first, at most half of it, then the query tier).", _positive_int),
     Spec("RETRIEVAL_TIMEOUT_MS", "1500", "Time budget for embedding + search; past it the turn is "
          "relayed without memories and counted.", _positive_int),
     # memory formation
@@ -167,6 +232,12 @@ SPECS: tuple[Spec, ...] = (
          "`json` (JSON object; llama.cpp and most local servers) or `md_json`.",
          _choice("tools", "json_schema", "json", "md_json")),
     Spec("MEMORY_LLM_TIMEOUT", "60", "Seconds one memory-LLM call may take.", _positive_float),
+    Spec("FORMATION_SKIP_TRIVIAL", "true", "Skip formation without any LLM call for turns that cannot "
+         "hold a fact about the user (greetings, thanks, short or pronoun-free questions).", _bool),
+    Spec("FORMATION_MIN_IMPORTANCE", "7", "Least importance (1–10, rated by the extraction LLM) for a fact "
+         "to be stored.", _int_in(1, 10, "must be an integer from 1 to 10")),
+    Spec("FORMATION_MIN_CONFIDENCE", "0.7", "Least confidence (0–1, rated by the extraction LLM) for a "
+         "fact to be stored.", _fraction),
     Spec("FORMATION_NEIGHBORS", "5", "Nearest existing memories shown to the LLM per new fact when "
          "deciding add / replace / refine / ignore.", _positive_int),
     # worker
@@ -179,6 +250,14 @@ SPECS: tuple[Spec, ...] = (
          "one hour.", _positive_float),
     Spec("JOB_LEASE_SECONDS", "120", "A running job whose worker has not renewed it for this long is "
          "taken over by another worker (crash recovery).", _positive_float),
+    # maintenance
+    Spec("MAINTENANCE_INTERVAL_SECONDS", "3600", "How often a worker runs maintenance over all users "
+         "(expire, merge near-duplicates, prune); 0 turns the schedule off (`memory-proxy maintain` "
+         "still works).", _non_negative_float),
+    Spec("MAINTENANCE_DEDUP_SIMILARITY", "0.95", "Cosine similarity above which two memories of a user "
+         "are merged (the newer statement stays; the other is superseded).", _score),
+    Spec("MAINTENANCE_PRUNE_AFTER_DAYS", "90", "Unpinned memories of a decaying type that have not been "
+         "used for this many days and whose recency fell below 5 % are pruned.", _positive_float),
     # logs
     Spec("LOG_LEVEL", "info", "debug, info, warning or error.", _choice("debug", "info", "warning", "error")),
     Spec("LOG_FORMAT", "json", "`json` (one JSON object per line) or `console` (readable, for development).",
@@ -222,10 +301,28 @@ class EmbeddingSettings:
 
 
 @dataclass(frozen=True)
+class RankingSettings:
+    """How candidates are ordered (memory/rank.py); weights need not sum to 1."""
+
+    rrf_k: int = 60
+    text_weight: float = 1.0
+    relevance: float = 0.8
+    recency: float = 0.15
+    frequency: float = 0.05
+    mmr_lambda: float = 0.7
+    half_life_days: Mapping[str, float | None] = field(
+        default_factory=lambda: _days_per_type(DEFAULT_HALF_LIFE_DAYS))
+
+
+@dataclass(frozen=True)
 class RetrievalSettings:
     top_k: int
     min_score: float
     timeout_s: float
+    mode: str = "hybrid"
+    inject_all_below: int = 5
+    token_budget: int = 1000
+    ranking: RankingSettings = field(default_factory=RankingSettings)
 
 
 @dataclass(frozen=True)
@@ -247,6 +344,19 @@ class FormationSettings:
     max_attempts: int
     retry_base_s: float
     lease_s: float
+    skip_trivial: bool = True
+    min_importance: int = 7
+    min_confidence: float = 0.7
+    ttl_days: Mapping[str, float | None] = field(default_factory=lambda: _days_per_type(DEFAULT_TTL_DAYS))
+
+
+@dataclass(frozen=True)
+class MaintenanceSettings:
+    interval_s: float = 3600.0
+    dedup_similarity: float = 0.95
+    prune_after_days: float = 90.0
+    half_life_days: Mapping[str, float | None] = field(
+        default_factory=lambda: _days_per_type(DEFAULT_HALF_LIFE_DAYS))
 
 
 @dataclass(frozen=True)
@@ -265,6 +375,7 @@ class Settings:
     memory_llm: MemoryLLMSettings
     formation: FormationSettings
     log: LogSettings
+    maintenance: MaintenanceSettings = field(default_factory=MaintenanceSettings)
 
 
 def _parse_all(env: Mapping[str, str]) -> dict[str, Any]:
@@ -322,14 +433,26 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         ),
         embedding=EmbeddingSettings(
             provider=provider,
-            model=v["EMBEDDING_MODEL"],
+            model=v["EMBEDDING_MODEL"] or (LOCAL_MODEL if provider == "local" else "mistral-embed"),
             base_url=v["EMBEDDING_BASE_URL"] or default_url(provider),
             api_key=v["EMBEDDING_API_KEY"] or mistral_key or upstream_key,
         ),
         retrieval=RetrievalSettings(
             top_k=v["RETRIEVAL_TOP_K"],
-            min_score=v["RETRIEVAL_MIN_SCORE"],
+            min_score=(v["RETRIEVAL_MIN_SCORE"] if v["RETRIEVAL_MIN_SCORE"] is not None
+                       else LOCAL_MIN_SCORE if provider == "local" else 0.8),
             timeout_s=v["RETRIEVAL_TIMEOUT_MS"] / 1000,
+            mode=v["RETRIEVAL_MODE"],
+            inject_all_below=v["RETRIEVAL_INJECT_ALL_BELOW"],
+            token_budget=v["INJECT_TOKEN_BUDGET"],
+            ranking=RankingSettings(
+                rrf_k=v["RETRIEVAL_RRF_K"],
+                text_weight=(v["RETRIEVAL_TEXT_WEIGHT"] if v["RETRIEVAL_TEXT_WEIGHT"] is not None
+                             else LOCAL_TEXT_WEIGHT if provider == "local" else 1.0),
+                relevance=v["RANK_WEIGHT_RELEVANCE"],
+                recency=v["RANK_WEIGHT_RECENCY"], frequency=v["RANK_WEIGHT_FREQUENCY"],
+                mmr_lambda=v["RETRIEVAL_MMR_LAMBDA"], half_life_days=v["MEMORY_HALF_LIFE_DAYS"],
+            ),
         ),
         memory_llm=MemoryLLMSettings(
             provider=llm_provider,
@@ -347,8 +470,18 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             max_attempts=v["JOB_MAX_ATTEMPTS"],
             retry_base_s=v["JOB_RETRY_BASE_SECONDS"],
             lease_s=v["JOB_LEASE_SECONDS"],
+            skip_trivial=v["FORMATION_SKIP_TRIVIAL"],
+            min_importance=v["FORMATION_MIN_IMPORTANCE"],
+            min_confidence=v["FORMATION_MIN_CONFIDENCE"],
+            ttl_days=v["MEMORY_TTL_DAYS"],
         ),
         log=LogSettings(level=v["LOG_LEVEL"], format=v["LOG_FORMAT"]),
+        maintenance=MaintenanceSettings(
+            interval_s=v["MAINTENANCE_INTERVAL_SECONDS"],
+            dedup_similarity=v["MAINTENANCE_DEDUP_SIMILARITY"],
+            prune_after_days=v["MAINTENANCE_PRUNE_AFTER_DAYS"],
+            half_life_days=v["MEMORY_HALF_LIFE_DAYS"],
+        ),
     )
 
 

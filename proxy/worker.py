@@ -25,11 +25,14 @@ from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from .memory.embed import Embedder
-from .memory.extract import extract_facts
+from .memory.document import embedding_text
+from .memory.extract import extract_facts, keep
+from .memory.heuristics import trivial_turn
 from .memory.llm import MemoryLLM
 from .memory.resolve import Candidate, Resolution, resolve
 from .observability import DECISIONS, FORMATION_LATENCY, JOB_EVENTS, JOBS, MEMORY_LINKS, MEMORY_USERS, log
-from .settings import FormationSettings
+from .memory.maintain import maintain_if_free
+from .settings import FormationSettings, MaintenanceSettings
 from .store import jobs, memories
 from .store.scope import user_scope
 
@@ -65,14 +68,14 @@ async def apply_resolutions(conn: AsyncConnection[Any], job: jobs.Job, resolutio
                 entry.update(action="ignore", reason="flip-flop rule: the stored memory is not older")
         if entry["action"] in ("add", "replace", "refine"):
             new_id = await memories.add_memory(conn, user_id=job.user_id, content=r.fact, embedding=r.embedding,
-                                               model=model, stated_at=job.said_at)
+                                               model=model, stated_at=job.said_at, attributes=r.attributes)
             if new_id is None:  # the user already holds this exact text (a concurrent job stored it)
                 new_id = await memories.find_same_text(conn, job.user_id, r.fact)
                 if entry["action"] == "add":
                     entry.update(action="ignore", target_id=new_id, reason="exact duplicate")
             if entry["action"] in ("replace", "refine") and new_id:
                 await memories.supersede_memory(conn, user_id=job.user_id, old_id=entry["target_id"],
-                                                new_id=new_id, reason=r.reason)
+                                                new_id=new_id, reason=r.reason, action=entry["action"])
             entry["memory_id"] = new_id
         applied.append(entry)
     return applied
@@ -80,8 +83,11 @@ async def apply_resolutions(conn: AsyncConnection[Any], job: jobs.Job, resolutio
 
 class Worker:
     def __init__(self, *, pool: AsyncConnectionPool, embedder: Embedder, llm: MemoryLLM,
-                 settings: FormationSettings, worker_id: str | None = None) -> None:
+                 settings: FormationSettings, worker_id: str | None = None,
+                 maintenance: MaintenanceSettings | None = None) -> None:
         self.pool, self.embedder, self.llm, self.settings = pool, embedder, llm, settings
+        self.maintenance = maintenance  # None or interval 0: no scheduled maintenance in this worker
+        self._maintaining: asyncio.Task[Any] | None = None
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self._running: dict[int, asyncio.Task[str]] = {}
         self._wake = asyncio.Event()
@@ -90,22 +96,22 @@ class Worker:
 
     async def _form(self, job: jobs.Job) -> tuple[list[Resolution], int]:
         payload = job.payload
-        facts = await extract_facts(
+        facts = keep(await extract_facts(
             self.llm, today=job.said_at.date().isoformat(),
             existing=[m["content"] for m in payload.get("retrieved", [])],
             context=payload.get("context", []), user_message=payload.get("user_message", ""),
-            assistant_reply=payload.get("assistant_reply", ""))
+            assistant_reply=payload.get("assistant_reply", "")), self.settings, job.said_at)
         if not facts:
             return [], 0
-        vectors = await self.embedder.embed(facts)
+        vectors = await self.embedder.embed([embedding_text(text, job.said_at) for text, _ in facts])
         candidates = []
         async with self.pool.connection() as conn, user_scope(conn, job.user_id):
-            for fact, vector in zip(facts, vectors, strict=True):
+            for (fact, attributes), vector in zip(facts, vectors, strict=True):
                 duplicate = await memories.find_same_text(conn, job.user_id, fact)
                 neighbors = [] if duplicate else await memories.search_memories(
                     conn, user_id=job.user_id, model=self.embedder.model, embedding=vector,
                     top_k=self.settings.neighbors, min_score=-1.0, include_global=False)
-                candidates.append(Candidate(fact, vector, duplicate, neighbors))
+                candidates.append(Candidate(fact, vector, duplicate, neighbors, attributes))
         return await resolve(self.llm, candidates), len(facts)
 
     async def process(self, job: jobs.Job) -> str:
@@ -113,6 +119,8 @@ class Worker:
         started = time.perf_counter()
         context = {"job_id": job.id, "user_id": job.user_id, "attempt": job.attempts,
                    "input_message_length": len(job.payload.get("user_message", ""))}
+        if self.settings.skip_trivial and trivial_turn(job.payload.get("user_message", "")):
+            return await self._skip(job, context, started)
         try:
             resolutions, extracted = await self._form(job)
             async with self.pool.connection() as conn, user_scope(conn, job.user_id):
@@ -136,6 +144,16 @@ class Worker:
             DECISIONS.labels(decision["action"]).inc()
         log.info("memory_decision", **context, status="done", extracted_count=extracted, decisions=decisions,
                  duration_ms=round((time.perf_counter() - started) * 1000, 1))
+        return "done"
+
+    async def _skip(self, job: jobs.Job, context: dict[str, Any], started: float) -> str:
+        """A trivial turn (memory.heuristics): done without any LLM call."""
+        async with self.pool.connection() as conn, user_scope(conn, job.user_id):
+            if not await jobs.complete(conn, job_id=job.id, worker_id=self.worker_id):
+                return "lease_lost"
+        JOB_EVENTS.labels("skipped").inc()
+        log.info("memory_decision", **context, status="skipped", reason="trivial turn", extracted_count=0,
+                 decisions=[], duration_ms=round((time.perf_counter() - started) * 1000, 1))
         return "done"
 
     async def _fail(self, job: jobs.Job, exc: Exception) -> str:
@@ -178,6 +196,7 @@ class Worker:
         listener = asyncio.create_task(self._listen())
         stopper = asyncio.create_task(self._wake_on(stop))
         next_gauges = next_heartbeat = 0.0
+        next_maintenance = time.monotonic() + (self.maintenance.interval_s if self.maintenance else 0)
         try:
             while not stop.is_set():
                 self._wake.clear()
@@ -189,12 +208,27 @@ class Worker:
                 if now >= next_gauges:
                     await refresh_gauges(self.pool)
                     next_gauges = now + GAUGES_EVERY_S
+                if self.maintenance and self.maintenance.interval_s and now >= next_maintenance:
+                    self._start_maintenance()
+                    next_maintenance = now + self.maintenance.interval_s
                 with contextlib.suppress(TimeoutError):  # new job, free slot, stop, or time to renew
                     await asyncio.wait_for(self._wake.wait(), min(POLL_S, max(next_heartbeat - now, 0.01)))
         finally:
             listener.cancel()
             stopper.cancel()
+            if self._maintaining:
+                self._maintaining.cancel()  # its per-user transaction rolls back; the next run redoes it
             await self._drain(drain_timeout_s)
+
+    def _start_maintenance(self) -> None:
+        """Maintenance in the background (jobs keep flowing); one run at a time, errors logged."""
+        if self._maintaining and not self._maintaining.done():
+            return
+        assert self.maintenance is not None
+        self._maintaining = asyncio.create_task(maintain_if_free(self.pool, self.maintenance))
+        self._maintaining.add_done_callback(
+            lambda task: task.cancelled() or not task.exception() or log.warning(
+                "maintenance_failed", error=repr(task.exception())))
 
     async def _start_jobs(self) -> None:
         free = self.settings.concurrency - len(self._running)

@@ -52,6 +52,11 @@ def same_or_add(pending: list[Pending]) -> list[dict[str, Any]]:
     return out
 
 
+def rated(fact: str | dict[str, Any]) -> dict[str, Any]:
+    """An extracted fact as the LLM rates it: tests give bare strings for important, certain facts."""
+    return {"text": fact, "type": "preference", "importance": 8, "confidence": 0.9} if isinstance(fact, str) else fact
+
+
 def is_memory_prompt(body: dict[str, Any]) -> bool:
     prompt = str(body["messages"][-1].get("content", ""))
     return "memory archivist" in prompt or "memory curator" in prompt
@@ -59,7 +64,7 @@ def is_memory_prompt(body: dict[str, Any]) -> bool:
 
 @dataclass
 class FakeMemoryLLM:
-    extract: Callable[[str], list[str]] = lambda _message: []
+    extract: Callable[[str], list[Any]] = lambda _message: []
     resolve: Callable[[list[Pending]], list[dict[str, Any]]] = same_or_add
     malformed: bool = False          # answer with text that is not the requested JSON
     hang: asyncio.Event | None = None  # hold every answer until this event is set
@@ -74,7 +79,7 @@ class FakeMemoryLLM:
         if "memory archivist" in prompt:
             purpose = "extract"
             match = _USER_MESSAGE.search(prompt)
-            data: dict[str, Any] = {"memories": self.extract(match.group(1) if match else "")}
+            data: dict[str, Any] = {"memories": [rated(f) for f in self.extract(match.group(1) if match else "")]}
         else:
             purpose = "resolve"
             data = {"decisions": self.resolve(parse_resolution_prompt(prompt))}

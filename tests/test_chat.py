@@ -52,7 +52,7 @@ async def test_missing_or_wrong_key_is_401_in_openai_format(client: Any, outside
 
 
 async def test_upstream_gets_its_own_key_never_the_callers_or_identity_headers(client: Any, outside: Any) -> None:
-    await client.post(CHAT, json=chat_body("hi"), headers=user_headers(USER_A, **{
+    await client.post(CHAT, json=chat_body(RUNTIME_Q), headers=user_headers(USER_A, **{
         "x-openwebui-user-email": "a@example.com", "x-openwebui-user-name": "Bob M%C3%BCller"}))
     sent = outside.routes["chat"].calls.last.request
     assert sent.headers["authorization"] == f"Bearer {UPSTREAM_KEY}"
@@ -133,14 +133,33 @@ async def test_openwebui_memory_context_is_not_injected_twice(client: Any, outsi
 
 # ---------------------------------------------------------------- memory never breaks chat
 
-async def test_embedder_down_means_plain_relay_and_a_metric(client: Any, outside: Any, db: Any) -> None:
+async def test_embedder_down_means_the_most_recent_memories_and_a_metric(client: Any, outside: Any, db: Any) -> None:
+    """Search is impossible, so the user's most recent memories stand in (seed 004), whatever the query."""
     await add_memory(db, USER_A, BUN)
+    berlin = await add_memory(db, USER_A, BERLIN)
     outside.routes["embeddings"].mock(side_effect=httpx.ConnectError("refused"))
     before = FAIL_OPEN.labels("embedder_error")._value.get()
     response = await client.post(CHAT, json=chat_body(RUNTIME_Q), headers=user_headers(USER_A))
+    assert response.status_code == 200 and response.json()["memories"][0] == berlin  # newest first
+    assert BUN in system_text(sent_body(outside)) and BERLIN in system_text(sent_body(outside))
+    assert FAIL_OPEN.labels("embedder_error")._value.get() == before + 1
+
+
+async def test_embedder_and_database_down_means_plain_relay(client: Any, outside: Any, db: Any,
+                                                            pg_server: Any, database_url: str) -> None:
+    import psycopg
+
+    await add_memory(db, USER_A, BUN)
+    outside.routes["embeddings"].mock(side_effect=httpx.ConnectError("refused"))
+    name = database_url.split("?")[0].rsplit("/", 1)[1]
+    with psycopg.connect(pg_server.get_uri(), autocommit=True) as admin:
+        admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS false")
+        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", [name])
+    response = await client.post(CHAT, json=chat_body(RUNTIME_Q), headers=user_headers(USER_A))
     assert response.status_code == 200 and response.json()["memories"] == []
     assert system_text(sent_body(outside)) == ""
-    assert FAIL_OPEN.labels("embedder_error")._value.get() == before + 1
+    with psycopg.connect(pg_server.get_uri(), autocommit=True) as admin:
+        admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS true")
 
 
 async def test_slow_embedder_is_cut_off_by_the_retrieval_budget(env: dict, app_factory: Any, outside: Any) -> None:

@@ -12,7 +12,7 @@ def test_inserts_a_system_message_when_there_is_none() -> None:
     messages = [{"role": "user", "content": "hi"}]
     out = inject_memories(messages, MEMS)
     assert out[0]["role"] == "system" and '"User lives in Berlin."' in out[0]["content"]
-    assert "(remembered 2026-03-02)" in out[0]["content"]
+    assert "(said 2026-03-02)" in out[0]["content"]
     assert out[1:] == messages and len(messages) == 1  # input untouched
 
 

@@ -58,7 +58,7 @@ def switch_runtime(pending: list[Pending]) -> list[dict[str, Any]]:
 
 async def links(db: Any, user: str) -> list[str]:
     cur = await db.execute("SELECT v.content FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id"
-                           " WHERE uv.user_id = %s ORDER BY v.content", [user])
+                           " WHERE uv.user_id = %s AND uv.superseded_at IS NULL ORDER BY v.content", [user])
     return [row[0] for row in await cur.fetchall()]
 
 
@@ -167,6 +167,11 @@ async def test_learn_replace_and_retrieve(client: Any, outside: Any, db: Any, wo
     assert DECISIONS.labels("replace")._value.get() == replaced_before + 1
     cur = await db.execute("SELECT count(*) FROM vectors WHERE content = %s", [BUN])
     assert (await cur.fetchone())[0] == 1  # the old vector stays (others may share it)
+    cur = await db.execute(  # … and A's link stays as history, pointing at what replaced it
+        "SELECT o.content, n.content, uv.superseded_at IS NOT NULL, u.action FROM users_vectors uv"
+        " JOIN vectors o ON o.id = uv.vector_id JOIN vectors n ON n.id = uv.superseded_by"
+        " JOIN memory_updates u ON u.old_vector_id = uv.vector_id WHERE uv.user_id = %s", [USER_A])
+    assert await cur.fetchall() == [(BUN, NODE, True, "replace")]
 
     # 3. A's next chat has Node injected, not Bun
     response = await client.post(CHAT, json=chat_body(RUNTIME_Q), headers=user_headers(USER_A))
@@ -339,8 +344,11 @@ async def test_no_secret_of_the_corpus_is_stored_or_sent_to_the_memory_llm(
         client: Any, outside: Any, db: Any, worker: Any, memory_llm: Any) -> None:
     """Every credential sample goes through a whole turn: in the user's message, echoed in the reply,
     and handed back by an extraction LLM that ignores redaction (the store must redact anyway)."""
+    from dataclasses import replace
+
     from tests.test_redact import POSITIVE, _pieces
 
+    worker.settings = replace(worker.settings, skip_trivial=False)  # every sample reaches extraction
     raw_by_seen: dict[str, str] = {}  # what the extraction LLM is shown → the original text
     memory_llm.extract = lambda seen: [seen, "Remembered verbatim: " + raw_by_seen.get(seen, seen)]
     for sample in POSITIVE:

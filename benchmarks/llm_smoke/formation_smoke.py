@@ -134,8 +134,9 @@ async def run(mode: str, base_url: str, model: str, resolve_how: str, skip_extra
         for name, existing, user, reply, expect in ([] if skip_extract else EXTRACT_CASES):
             start = time.perf_counter()
             try:
-                facts: list[str] | None = await extract_facts(llm, today=TODAY, existing=existing, context=[],
-                                                              user_message=user, assistant_reply=reply)
+                extracted = await extract_facts(llm, today=TODAY, existing=existing, context=[],
+                                                user_message=user, assistant_reply=reply)
+                facts: list[str] | None = [f.text for f in extracted]
                 error = None
             except MemoryUnavailable as exc:
                 facts, error = None, str(exc)

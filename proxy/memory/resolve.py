@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from ..prompts import render
-from ..schemas import Memory
+from ..schemas import FactAttributes, Memory
 from .llm import MemoryLLM
 
 Action = Literal["add", "replace", "refine", "ignore"]
@@ -26,6 +26,7 @@ class Candidate:
     embedding: list[float]
     duplicate_of: str | None = None  # id of a memory of this user with the same normalized text
     neighbors: list[Memory] = field(default_factory=list)  # nearest existing memories of this user
+    attributes: FactAttributes = field(default_factory=FactAttributes)  # type, importance… (stored with it)
 
 
 @dataclass
@@ -35,6 +36,7 @@ class Resolution:
     action: Action
     target_id: str | None
     reason: str
+    attributes: FactAttributes = field(default_factory=FactAttributes)
 
 
 class Decision(BaseModel):
@@ -90,4 +92,6 @@ async def resolve(llm: MemoryLLM, candidates: list[Candidate]) -> list[Resolutio
         by_index = {d.candidate: d for d in answer.decisions if 0 <= d.candidate < len(asked)}
         for position, i in enumerate(to_ask):
             resolutions[i] = _checked(candidates[i], by_index.get(position))
+    for i, candidate in enumerate(candidates):
+        resolutions[i].attributes = candidate.attributes
     return [resolutions[i] for i in range(len(candidates))]

@@ -1,0 +1,231 @@
+"""Memory quality end to end (real PostgreSQL): hybrid search, tiers, budget, expiry, use counts,
+history and restore, maintenance, and the formation filters."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from litestar.testing import AsyncTestClient
+
+from proxy.memory.maintain import maintain
+from proxy.schemas import FactAttributes
+from proxy.settings import MaintenanceSettings, load_settings
+from proxy.store import memories
+from tests.conftest import (
+    PROXY_KEY,
+    USER_A,
+    USER_B,
+    add_memory,
+    chat_body,
+    make_env,
+    sent_body,
+    system_text,
+    user_headers,
+    vector_for,
+)
+
+CHAT = "/v1/chat/completions"
+BUN = "User is a software engineer who uses Bun."
+BERLIN = "User lives in Berlin."
+RUNTIME_Q = "Which JavaScript runtime should I use for my next project?"
+DOG = "User's dog is named Rex."  # its vector is unrelated to every query (no fixture): words must find it
+DOG_Q = "What is my dog's name?"
+
+
+async def typed(db: Any, user: str, content: str, memory_type: str, *, pinned: bool = False,
+                expires_at: datetime | None = None, stated_at: datetime | None = None) -> str:
+    memory_id = await memories.insert_memory(db, user_id=user, content=content, embedding=vector_for(content),
+                                             model="mistral-embed", stated_at=stated_at,
+                                             attributes=FactAttributes(memory_type=memory_type, expires_at=expires_at))
+    if pinned:
+        await db.execute("UPDATE users_vectors SET pinned = true WHERE user_id = %s AND vector_id = %s",
+                         [user, memory_id])
+    return memory_id
+
+
+async def fillers(db: Any, user: str, n: int = 6) -> None:
+    for i in range(n):
+        await add_memory(db, user, f"User filler fact number {i} about nothing.")
+
+
+@pytest.fixture
+async def proxy(env: dict, app_factory: Any) -> Any:
+    """A client whose env can be changed before first use: `await proxy(**overrides)`."""
+    opened: list[Any] = []
+
+    async def start(**overrides: str) -> Any:
+        client = AsyncTestClient(app_factory(load_settings({**env, **overrides})), base_url="http://proxy.test")
+        opened.append(await client.__aenter__())
+        client.headers["authorization"] = f"Bearer {PROXY_KEY}"
+        return client
+
+    yield start
+    for client in opened:
+        await client.__aexit__(None, None, None)
+
+
+async def test_full_text_finds_what_the_embedding_misses(proxy: Any, outside: Any, db: Any) -> None:
+    await fillers(db, USER_A)
+    dog = await add_memory(db, USER_A, DOG)
+    hybrid = await proxy()
+    response = await hybrid.post(CHAT, json=chat_body(DOG_Q), headers=user_headers(USER_A))
+    assert response.json()["memories"] == [dog]  # cosine ≈ 0, but it holds both query words: dog, name
+    vector_only = await proxy(RETRIEVAL_MODE="vector")
+    response = await vector_only.post(CHAT, json=chat_body(DOG_Q), headers=user_headers(USER_A))
+    assert response.json()["memories"] == []
+
+
+async def test_bm25_ranks_the_rarer_word_first(db: Any) -> None:
+    for i in range(5):
+        await add_memory(db, USER_A, f"User has a cat number {i}.")
+    parrot = await add_memory(db, USER_A, "User has a parrot.")
+    hits = await memories.search_hits(db, user_id=USER_A, model="mistral-embed", embedding=vector_for("x"),
+                                      text="cat or parrot?", limit=10, mode="text")
+    assert hits[0].memory.id == parrot and hits[0].matched_terms == 1 and hits[0].query_terms == 2
+
+
+async def test_always_on_tier_reaches_every_turn_even_contentless_ones(proxy: Any, outside: Any, db: Any) -> None:
+    await fillers(db, USER_A)
+    name = await typed(db, USER_A, "User's name is Ana.", "identity")
+    tea = await typed(db, USER_A, "User likes green tea.", "preference", pinned=True)
+    client = await proxy()
+    embeddings_before = outside.routes["embeddings"].call_count
+    response = await client.post(CHAT, json=chat_body("ok thanks"), headers=user_headers(USER_A))
+    assert response.json()["memories"] == [tea, name]  # pinned first; no search for "ok thanks"
+    assert outside.routes["embeddings"].call_count == embeddings_before
+    response = await client.post(CHAT, json=chat_body(RUNTIME_Q), headers=user_headers(USER_A))
+    assert response.json()["memories"][:2] == [tea, name]
+
+
+async def test_a_user_with_few_memories_gets_all_of_them(proxy: Any, outside: Any, db: Any) -> None:
+    bun, berlin = await add_memory(db, USER_A, BUN), await add_memory(db, USER_A, BERLIN)
+    client = await proxy(RETRIEVAL_INJECT_ALL_BELOW="5")
+    response = await client.post(CHAT, json=chat_body(RUNTIME_Q), headers=user_headers(USER_A))
+    assert sorted(response.json()["memories"]) == sorted([bun, berlin])  # Berlin too: no search (seed 004)
+    await fillers(db, USER_A, 4)  # six now: searched, only what is relevant
+    response = await client.post(CHAT, json=chat_body(RUNTIME_Q), headers=user_headers(USER_A))
+    assert response.json()["memories"] == [bun]
+
+
+async def test_the_token_budget_caps_the_injection_and_always_on_takes_at_most_half(
+        proxy: Any, outside: Any, db: Any) -> None:
+    await fillers(db, USER_A)
+    for i in range(6):
+        await typed(db, USER_A, f"User's identity fact {i} is rather long, about forty tokens or so of text.",
+                    "identity")
+    bun = await add_memory(db, USER_A, BUN)
+    client = await proxy(INJECT_TOKEN_BUDGET="60")
+    response = await client.post(CHAT, json=chat_body(RUNTIME_Q), headers=user_headers(USER_A))
+    injected = response.json()["memories"]
+    assert len(injected) == 2 and injected[-1] == bun  # one identity line (~27 tokens ≤ 30), then the query tier
+    assert "identity fact" in system_text(sent_body(outside))
+
+
+async def test_expired_memories_are_not_retrieved_unless_pinned(proxy: Any, outside: Any, db: Any) -> None:
+    await fillers(db, USER_A)
+    past = datetime.now(UTC) - timedelta(days=1)
+    await typed(db, USER_A, BUN, "temporary", expires_at=past)
+    client = await proxy()
+    response = await client.post(CHAT, json=chat_body(RUNTIME_Q), headers=user_headers(USER_A))
+    assert response.json()["memories"] == []
+    await db.execute("UPDATE users_vectors SET pinned = true WHERE user_id = %s", [USER_A])
+    response = await client.post(CHAT, json=chat_body(RUNTIME_Q), headers=user_headers(USER_A))
+    assert len(response.json()["memories"]) >= 1
+
+
+async def test_each_injection_is_counted_for_ranking(proxy: Any, outside: Any, db: Any) -> None:
+    await fillers(db, USER_A)
+    bun = await add_memory(db, USER_A, BUN)
+    client = await proxy()
+    for _ in range(2):
+        await client.post(CHAT, json=chat_body(RUNTIME_Q), headers=user_headers(USER_A))
+    async with asyncio.timeout(10):  # counted off the request path: poll with a deadline
+        while True:
+            cur = await db.execute("SELECT access_count, last_accessed_at FROM users_vectors"
+                                   " WHERE user_id = %s AND vector_id = %s", [USER_A, bun])
+            count, last = await cur.fetchone()
+            if count == 2:
+                break
+            await asyncio.sleep(0.05)
+    assert last is not None
+
+
+async def test_a_replacement_can_be_undone_with_its_own_audit_row(db: Any) -> None:
+    bun = await add_memory(db, USER_A, BUN)
+    node = await add_memory(db, USER_A, "User is a software engineer who uses Node.")
+    await memories.supersede_memory(db, user_id=USER_A, old_id=bun, new_id=node, reason="switched", action="replace")
+    assert await memories.count_memories(db, USER_A) == 1
+    assert await memories.restore_memory(db, user_id=USER_A, vector_id=bun) == node
+    cur = await db.execute("SELECT vector_id, superseded_by FROM users_vectors WHERE user_id = %s ORDER BY 1",
+                           [USER_A])
+    assert sorted(await cur.fetchall()) == sorted([(bun, None), (node, bun)])
+    cur = await db.execute("SELECT action, old_vector_id, new_vector_id FROM memory_updates ORDER BY created_at")
+    assert await cur.fetchall() == [("replace", bun, node), ("restore", node, bun)]
+    with pytest.raises(memories.RestoreConflict):
+        await memories.restore_memory(db, user_id=USER_A, vector_id=bun)  # active already
+    with pytest.raises(memories.RestoreConflict):
+        await memories.restore_memory(db, user_id=USER_B, vector_id=node)  # not B's
+
+
+async def test_maintenance_expires_merges_and_prunes_into_the_history(db: Any, database_url: str) -> None:
+    from proxy.store.database import make_pool
+
+    now = datetime.now(UTC)
+    expired = await typed(db, USER_A, "User has a dentist appointment today.", "temporary",
+                          expires_at=now - timedelta(hours=1))
+    older = await typed(db, USER_A, BUN, "preference", stated_at=now - timedelta(days=3))
+    twin_vector = [x + 0.001 for x in vector_for(BUN)]  # cosine > 0.99 to BUN
+    newer = await memories.insert_memory(db, user_id=USER_A, content="User codes with Bun.", embedding=twin_vector,
+                                         model="mistral-embed", stated_at=now)
+    stale = await typed(db, USER_A, "User is preparing a talk.", "context", stated_at=now - timedelta(days=200))
+    pinned_stale = await typed(db, USER_A, "User is writing a book.", "context", pinned=True,
+                               stated_at=now - timedelta(days=200))
+    identity = await typed(db, USER_A, "User's name is Ana.", "identity", stated_at=now - timedelta(days=900))
+    other_users = await typed(db, USER_B, "User is preparing a talk.", "context", stated_at=now - timedelta(days=200))
+
+    async with make_pool(database_url, 2) as pool:
+        counts = await maintain(pool, MaintenanceSettings(), user_id=USER_A)
+        assert counts == {"expired": 1, "merged": 1, "pruned": 1}
+        assert await maintain(pool, MaintenanceSettings(), user_id=USER_A) == {"expired": 0, "merged": 0,
+                                                                               "pruned": 0}
+    cur = await db.execute("SELECT vector_id FROM users_vectors WHERE user_id = %s AND superseded_at IS NULL",
+                           [USER_A])
+    assert {r[0] for r in await cur.fetchall()} == {newer, pinned_stale, identity}
+    cur = await db.execute("SELECT action, old_vector_id, new_vector_id FROM memory_updates WHERE user_id = %s",
+                           [USER_A])
+    assert sorted(await cur.fetchall(), key=str) == sorted(
+        [("expire", expired, None), ("merge", older, newer), ("prune", stale, None)], key=str)
+    assert await memories.count_memories(db, USER_B) == 1 and other_users
+
+
+async def test_formation_skips_trivial_turns_and_keeps_only_important_certain_facts(
+        client: Any, outside: Any, db: Any, worker: Any, memory_llm: Any) -> None:
+    memory_llm.extract = lambda message: [
+        {"text": BUN, "type": "project", "importance": 8, "confidence": 0.9},
+        {"text": "User is thinking about trying Rust.", "type": "preference", "importance": 8, "confidence": 0.5},
+        {"text": "User said hello.", "type": "temporary", "importance": 2, "confidence": 1.0},
+        {"text": "User has a meeting tomorrow.", "type": "temporary", "importance": 7, "confidence": 0.9},
+    ]
+    await client.post(CHAT, json=chat_body("What is the capital of France?"), headers=user_headers(USER_A))
+    await client.post(CHAT, json=chat_body("I use Bun at work, maybe Rust later"), headers=user_headers(USER_A))
+    assert await worker.run_until_idle() == 2
+    assert memory_llm.calls("extract") == 1  # the question never reached the LLM
+    cur = await db.execute(
+        "SELECT v.content, v.memory_type, v.importance, v.expires_at IS NOT NULL FROM users_vectors uv"
+        " JOIN vectors v ON v.id = uv.vector_id WHERE uv.user_id = %s ORDER BY v.content", [USER_A])
+    assert await cur.fetchall() == [("User has a meeting tomorrow.", "temporary", 7, True), (BUN, "project", 8, False)]
+    cur = await db.execute("SELECT count(*) FROM memory_jobs WHERE status = 'done'")
+    assert (await cur.fetchone())[0] == 2
+
+
+def test_per_provider_defaults() -> None:
+    local = load_settings(make_env("postgresql://x/y", __import__("pathlib").Path("/tmp"), EMBEDDING_PROVIDER="local",
+                                   RETRIEVAL_INJECT_ALL_BELOW="5"))
+    assert (local.embedding.model, local.retrieval.min_score, local.retrieval.ranking.text_weight) == \
+        ("all-minilm-l6-v2-int8", 0.35, 4.0)
+    default = load_settings({})
+    assert (default.embedding.model, default.retrieval.min_score, default.retrieval.ranking.text_weight) == \
+        ("mistral-embed", 0.8, 1.0)
