@@ -72,7 +72,7 @@ from pgvector.psycopg import register_vector
 
 from proxy.store import embedded
 from proxy.store.database import migrate
-from proxy.store.memories import _HYBRID, SEARCH_CANDIDATES
+from proxy.store.memories import _HYBRID, SEARCH_CANDIDATES, TEXT_CANDIDATES
 
 DIM = 1024
 MODEL = "mistral-embed"
@@ -280,9 +280,9 @@ def load(uri: str, n: int, seed: int) -> tuple[Dataset, dict[str, float]]:
                 for i in range(n):
                     content = f"memory {i} of {names[int(owner[i])]}"  # already lower-case, single-spaced
                     copy.write_row((names[int(owner[i])], ids[i], hashlib.md5(content.encode()).hexdigest()))
-            conn.execute("INSERT INTO users_vectors (user_id, vector_id, content_key, embedding_model, embedding_bq)"
-                         " SELECT l.user_id, l.vector_id, l.content_key, v.embedding_model,"
-                         " binary_quantize(v.embedding) FROM links l JOIN vectors v ON v.id = l.vector_id")
+            conn.execute("INSERT INTO users_vectors (user_id, vector_id, content_key, embedding_model, embedding_bq,"
+                         " search_text) SELECT l.user_id, l.vector_id, l.content_key, v.embedding_model,"
+                         " binary_quantize(v.embedding), v.search_text FROM links l JOIN vectors v ON v.id = l.vector_id")
             times["COPY + INSERT users_vectors (s)"] = time.perf_counter() - t1
         t2 = time.perf_counter()
         conn.autocommit = True
@@ -428,7 +428,8 @@ def measure_all(uri: str, ds: Dataset, plans: list[str], queries: int, warmup: i
                               # is given a query word that every memory of the user holds ("memory"), the
                               # worst case for BM25, and the number of the memory the query was made from
                               "cold": 5, "use_vector": True, "use_text": "vector arm alone" not in plan,
-                              "rrf_k": 60, "w_vector": 1.0, "w_text": 1.0, "n": 50, "limit": TOP_K * 3}
+                              "rrf_k": 60, "w_vector": 1.0, "w_text": 1.0, "n": 50, "limit": TOP_K * 3,
+                              "text_candidates": TEXT_CANDIDATES}
                     shipped = sql is _HYBRID
                     lat, hits, got_n, n_truth = [], 0, 0, 0
                     started = time.perf_counter()

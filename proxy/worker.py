@@ -24,14 +24,14 @@ import psycopg
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
-from .memory.embed import Embedder
 from .memory.document import embedding_text
+from .memory.embed import Embedder
 from .memory.extract import extract_facts, keep
 from .memory.heuristics import trivial_turn
 from .memory.llm import MemoryLLM
+from .memory.maintain import maintain_if_free
 from .memory.resolve import Candidate, Resolution, resolve
 from .observability import DECISIONS, FORMATION_LATENCY, JOB_EVENTS, JOBS, MEMORY_LINKS, MEMORY_USERS, log
-from .memory.maintain import maintain_if_free
 from .settings import FormationSettings, MaintenanceSettings
 from .store import jobs, memories
 from .store.scope import user_scope

@@ -38,8 +38,9 @@ BUGGY_SEARCH = """
 SELECT uv.user_id, v.id FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id
 WHERE v.embedding_model = %(model)s ORDER BY v.embedding <=> %(q)s LIMIT %(k)s
 """
-FORGED_LINK = ("INSERT INTO users_vectors (user_id, vector_id, content_key, embedding_model, embedding_bq)"
-               " SELECT 'alice', id, content_key, embedding_model, binary_quantize(embedding) FROM vectors"
+FORGED_LINK = ("INSERT INTO users_vectors (user_id, vector_id, content_key, embedding_model, embedding_bq,"
+               " search_text) SELECT 'alice', id, content_key, embedding_model, binary_quantize(embedding),"
+               " search_text FROM vectors"
                " WHERE id = %s")
 FORGED_AUDIT = ("INSERT INTO memory_updates (user_id, old_vector_id, new_vector_id, reason)"
                 " VALUES ('alice', %s, %s, 'forged')")

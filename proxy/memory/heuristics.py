@@ -21,7 +21,7 @@ ok okay k kk sure yes yeah yep yup no nope nah thanks thank thx ty cheers great 
 perfect awesome alright right got it understood continue go on please more again hi hello hey bye
 goodbye morning evening night lol haha wow hmm hm ah oh merci danke gracias grazie obrigado bien
 super thumbs up you too welcome
-""".split())
+""".split())  # noqa: SIM905 - word lists read better as text
 _FIRST_PERSON = frozenset("""
 i i'm im i've i'd i'll me my mine myself we we're we've our ours us ourselves
 je j' j'ai j'aime moi mon ma mes nous notre nos
@@ -30,7 +30,7 @@ yo me mi mis conmigo nosotros nosotras nuestro nuestra
 io mi mio mia miei mie noi nostro nostra
 eu meu minha meus minhas nós nosso nossa
 ik mij mijn wij ons onze
-""".split())
+""".split())  # noqa: SIM905 - word lists read better as text
 _LATIN = re.compile(r"^[\x00-\x7f\u00c0-\u024f\u2018\u2019]*$")  # scripts the pronoun lists cover
 
 

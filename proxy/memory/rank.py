@@ -67,23 +67,23 @@ def qualifies(hit: SearchHit, min_score: float) -> bool:
 
 
 def mmr(hits: Sequence[SearchHit], scores: Sequence[float], k: int, lambda_: float) -> list[int]:
-    """Indexes of up to `k` hits picked by maximal marginal relevance."""
+    """Indexes of up to `k` hits picked by maximal marginal relevance (vectorized: O(k·n))."""
     if not hits:
         return []
     if lambda_ >= 1.0 or not all(len(h.embedding) for h in hits):
         return sorted(range(len(hits)), key=lambda i: -scores[i])[:k]
     vectors = np.asarray([np.asarray(h.embedding, dtype=np.float32) for h in hits])
     vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-    similarity = vectors @ vectors.T
+    relevance = lambda_ * np.asarray(scores, dtype=np.float64)
+    redundancy = np.zeros(len(hits))  # highest similarity to anything picked so far
+    available = np.ones(len(hits), dtype=bool)
     picked: list[int] = []
-    left = list(range(len(hits)))
-    while left and len(picked) < k:
-        def marginal(i: int) -> float:
-            redundancy = max((float(similarity[i, j]) for j in picked), default=0.0)
-            return lambda_ * scores[i] - (1 - lambda_) * redundancy
-        best = max(left, key=lambda i: (marginal(i), -i))
+    for _ in range(min(k, len(hits))):
+        marginal = np.where(available, relevance - (1 - lambda_) * redundancy, -np.inf)
+        best = int(np.argmax(marginal))  # ties: the earlier (better-fused) hit
         picked.append(best)
-        left.remove(best)
+        available[best] = False
+        redundancy = np.maximum(redundancy, vectors @ vectors[best])
     return picked
 
 

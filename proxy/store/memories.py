@@ -25,11 +25,12 @@ from ..schemas import FactAttributes, Memory, SearchHit
 from .scope import in_all_users, in_user_scope
 
 SEARCH_CANDIDATES = 200
+TEXT_CANDIDATES = 2000  # matches the full-text arm scores at most (the user's newest), see _HYBRID
 COLD_START_THRESHOLD = 5  # users with fewer memories of their own also see the global ones
 ALWAYS_ON_LIMIT = 20  # pinned and identity memories read for the always-on tier
 RECENT_LIMIT = 10  # most recent memories: the fallback tier (seed 004); bounds RETRIEVAL_INJECT_ALL_BELOW
 
-_LIVE = "(v.expires_at IS NULL OR v.expires_at > now() OR uv.pinned)"
+LIVE = "(v.expires_at IS NULL OR v.expires_at > now() OR uv.pinned)"  # not expired, or pinned
 _MEMORY_COLUMNS = "v.id, v.content, v.created_at, v.stated_at, v.memory_type, coalesce(uv.pinned, false)"
 
 # Hybrid search, one statement. Two arms, each ranking at most %(n)s candidates:
@@ -37,7 +38,9 @@ _MEMORY_COLUMNS = "v.id, v.content, v.created_at, v.stated_at, v.memory_type, co
 #   (an index-only scan, db/migrations/0003), plus the global memories while the user has fewer than 5
 #   of their own (cold start, seed 001 §4.5), re-ranked by exact cosine (`= ANY(ARRAY(...))` so `vectors`
 #   is only probed by primary key). Vectors of another model or dimension are never compared.
-# - text: the user's active links whose words match any of the query's (tsvector @@ OR-query, GIN),
+# - text: the user's active links whose words match any of the query's (the link's tsvector copy @@ an
+#   OR-query, read newest first through the per-user index; at most TEXT_CANDIDATES of them, which bounds
+#   the cost when a query word is in nearly every memory of a user with thousands: ~6 µs a match),
 #   ranked by BM25 (k1 = 1.2, b = 0.75) with document frequencies counted over the user's own memories.
 # The arms are fused by weighted reciprocal rank fusion, Σ weight/(k + rank); memory/rank.py ranks the result.
 _HYBRID = """
@@ -56,10 +59,11 @@ vec AS (
 ),
 terms AS (SELECT unnest(tsvector_to_array(to_tsvector('english', %(text)s))) AS lexeme),
 matches AS (
-    SELECT v.id, v.search_text, length(v.search_text) AS dl
-    FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id
+    SELECT uv.vector_id AS id, uv.search_text, length(uv.search_text) AS dl
+    FROM users_vectors uv
     WHERE %(use_text)s AND uv.user_id = %(user_id)s AND uv.superseded_at IS NULL
-      AND uv.embedding_model = %(model)s AND v.search_text @@ memory_text_query(%(text)s)
+      AND uv.embedding_model = %(model)s AND uv.search_text @@ memory_text_query(%(text)s)
+    ORDER BY uv.created_at DESC LIMIT %(text_candidates)s
 ),
 hits AS (
     SELECT m.id, w.lexeme, cardinality(w.positions) AS tf, m.dl
@@ -87,7 +91,7 @@ SELECT """ + _MEMORY_COLUMNS + """, f.fused,
 FROM fused f JOIN vectors v ON v.id = f.id
 LEFT JOIN users_vectors uv ON uv.user_id = %(user_id)s AND uv.vector_id = f.id AND uv.superseded_at IS NULL
 LEFT JOIN txt ON txt.id = f.id
-WHERE """ + _LIVE + """
+WHERE """ + LIVE + """
 ORDER BY f.fused DESC, v.id
 LIMIT %(limit)s
 """
@@ -95,12 +99,12 @@ LIMIT %(limit)s
 # The always-on tier (pinned and identity memories) and the most recent memories, with the user's count.
 _TIERS = f"""
 (SELECT {_MEMORY_COLUMNS}, 'always' FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id
- WHERE uv.user_id = %(user_id)s AND uv.superseded_at IS NULL AND {_LIVE}
+ WHERE uv.user_id = %(user_id)s AND uv.superseded_at IS NULL AND {LIVE}
    AND (uv.pinned OR v.memory_type = 'identity')
  ORDER BY uv.pinned DESC, v.stated_at DESC LIMIT %(always)s)
 UNION ALL
 (SELECT {_MEMORY_COLUMNS}, 'recent' FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id
- WHERE uv.user_id = %(user_id)s AND uv.superseded_at IS NULL AND {_LIVE}
+ WHERE uv.user_id = %(user_id)s AND uv.superseded_at IS NULL AND {LIVE}
  ORDER BY uv.created_at DESC LIMIT %(recent)s)
 """
 
@@ -141,8 +145,9 @@ async def link_vector(conn: AsyncConnection[Any], user_id: str, vector_id: str) 
     """Link a vector to a user; False when the user already holds the same text (unique guard)."""
     async with in_user_scope(conn, user_id):
         cur = await conn.execute(
-            "INSERT INTO users_vectors (user_id, vector_id, content_key, embedding_model, embedding_bq)"
-            " SELECT %s, id, content_key, embedding_model, binary_quantize(embedding) FROM vectors WHERE id = %s"
+            "INSERT INTO users_vectors (user_id, vector_id, content_key, embedding_model, embedding_bq, search_text)"
+            " SELECT %s, id, content_key, embedding_model, binary_quantize(embedding), search_text"
+            " FROM vectors WHERE id = %s"
             " ON CONFLICT (user_id, content_key) WHERE superseded_at IS NULL DO NOTHING RETURNING vector_id",
             [user_id, vector_id],
         )
@@ -217,10 +222,12 @@ async def search_hits(
     params = {"q": query, "user_id": user_id, "model": model, "dims": len(query), "text": text,
               "with_global": include_global, "cold": COLD_START_THRESHOLD, "candidates": SEARCH_CANDIDATES,
               "use_vector": mode != "text", "use_text": mode != "vector", "rrf_k": rrf_k,
-              "w_vector": weights[0], "w_text": weights[1],
+              "w_vector": weights[0], "w_text": weights[1], "text_candidates": TEXT_CANDIDATES,
               "n": max(limit, 50), "limit": limit}
     async with in_user_scope(conn, user_id):
-        cur = await conn.execute(_HYBRID, params, binary=True)
+        # prepare=False: a generic plan (psycopg prepares after 5 runs) took twice as long as one planned
+        # for the actual user and words (benchmarks/retrieval.py).
+        cur = await conn.execute(_HYBRID, params, binary=True, prepare=False)
     return [SearchHit(memory=_memory(r), fused=float(r[6]), cosine=float(r[7]), matched_terms=int(r[8]),
                       query_terms=int(r[9]), access_count=int(r[10]), last_accessed_at=r[11],
                       embedding=r[12].to_numpy())
