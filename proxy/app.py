@@ -18,7 +18,9 @@ from litestar.exceptions import HTTPException
 
 from .auth import KeyChecker, load_api_keys
 from .errors import ProxyError, openai_error
+from .manage import MANAGE_ROUTES, OPENAPI_CONFIG
 from .observability import log
+from .request_id import RequestIdMiddleware
 from .routes import ROUTES
 from .services import open_services
 from .settings import Settings
@@ -50,7 +52,7 @@ def create_app(settings: Settings, http_client: httpx.AsyncClient | None = None)
             worker_task = None
             if settings.formation.enabled and settings.formation.in_process_worker:
                 worker = Worker(pool=services.pool, embedder=services.embedder, llm=services.llm,
-                                settings=settings.formation)
+                                settings=settings.formation, maintenance=settings.maintenance)
                 worker_task = asyncio.create_task(worker.run(stop, settings.server.shutdown_timeout, services.ready))
             log.info("started", upstream=settings.upstream.base_url,
                      embedding=f"{settings.embedding.provider}:{settings.embedding.model}",
@@ -66,7 +68,7 @@ def create_app(settings: Settings, http_client: httpx.AsyncClient | None = None)
                 log.info("stopped")
 
     app = Litestar(
-        route_handlers=ROUTES,
+        route_handlers=[*ROUTES, *MANAGE_ROUTES],
         lifespan=[lifespan],
         exception_handlers={
             ProxyError: _proxy_error,
@@ -74,9 +76,10 @@ def create_app(settings: Settings, http_client: httpx.AsyncClient | None = None)
             Exception: _unexpected_error,
         },
         request_max_body_size=settings.server.max_request_bytes,
-        openapi_config=None,
+        openapi_config=OPENAPI_CONFIG,
         logging_config=None,  # structlog is configured by observability.configure_logging
         debug=False,
     )
     app.state.key_checker = key_checker
+    app.asgi_handler = RequestIdMiddleware(app.asgi_handler)  # type: ignore[assignment]  # outermost: 404s, errors too
     return app

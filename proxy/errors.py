@@ -3,7 +3,11 @@
     ProxyError                      → {"error": {"message", "type", "param", "code"}}, HTTP status
     ├── BadRequest            400   invalid_request_error   malformed JSON, wrong types, no messages
     ├── AuthenticationFailed  401   authentication_error    missing or wrong proxy key
+    ├── Forbidden             403   permission_error        a user identity naming another user (API)
+    ├── NotFound              404   not_found_error         no such memory *of this user* (API)
+    ├── Conflict              409   invalid_request_error   restore / edit onto an active twin (API)
     ├── PayloadTooLarge       413   invalid_request_error   body over MAX_REQUEST_BYTES
+    ├── Unavailable           503   server_error            the API needs the embedder and it failed
     └── UpstreamError               the upstream could not be used (its own error replies are relayed as-is)
         ├── UpstreamUnavailable 502 upstream_error          refused, reset, DNS, dropped mid-reply
         └── UpstreamTimeout     504 upstream_error          connect / read timeout
@@ -45,6 +49,30 @@ class AuthenticationFailed(ProxyError):
     status_code = 401
     error_type = "authentication_error"
     code = "invalid_api_key"
+
+
+class Forbidden(ProxyError):
+    status_code = 403
+    error_type = "permission_error"
+    code = "other_user"
+
+
+class NotFound(ProxyError):
+    status_code = 404
+    error_type = "not_found_error"
+    code = "memory_not_found"
+
+
+class Conflict(ProxyError):
+    status_code = 409
+    error_type = "invalid_request_error"
+    code = "conflict"
+
+
+class Unavailable(ProxyError):
+    status_code = 503
+    error_type = "server_error"
+    code = "memory_unavailable"
 
 
 class PayloadTooLarge(ProxyError):

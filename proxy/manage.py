@@ -1,0 +1,361 @@
+"""The memory management API under /api/v1 (docs/MANAGEMENT.md) and the memory browser page at /memories/.
+
+Who a request acts for (`acting_user`, on every route):
+- a proxy key (PROXY_API_KEYS) with the OpenWebUI identity (user header, or signed JWT when
+  USER_JWT_SECRET is set): that user only; a `?user=` naming someone else is refused (403);
+- a proxy key or an admin key (api_keys, user NULL) without an identity: the user named by `?user=`;
+- a per-user key (api_keys): its user only; a `?user=` naming someone else is refused (403).
+Every store call then runs in that user's row-level security scope. A memory the user does not hold
+is a 404, whoever else holds it: nothing tells that another user's id exists.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Annotated, Any
+
+from litestar import Request, Response, Router, delete, get, patch, post
+from litestar.di import NamedDependency, Provide
+from litestar.openapi import OpenAPIConfig
+from litestar.openapi.plugins import JsonRenderPlugin
+from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
+from litestar.static_files import create_static_files_router
+
+from .auth import bearer_token
+from .errors import (
+    AuthenticationFailed,
+    BadRequest,
+    Conflict,
+    Forbidden,
+    MemoryUnavailable,
+    NotFound,
+    Unavailable,
+)
+from .memory.document import embedding_text
+from .memory.embed import embed_one
+from .memory.extract import MAX_MEMORY_BYTES
+from .memory.redact import redact
+from .memory.retrieve import retrieve_memories
+from .pipeline import MAX_USER_ID_LENGTH, read_user_id
+from .schemas import FactAttributes
+from .services import Services
+from .settings import MEMORY_TYPES
+from .store import keys, manage, memories
+
+API_PREFIX = "/api/v1"
+BROWSER_DIR = Path(__file__).parent / "browser"
+PAGE_LIMIT = 50
+MAX_PAGE_LIMIT = 200
+
+
+
+
+# ---------------------------------------------------------------- who acts
+
+def _services(request: Request[Any, Any, Any]) -> Services:
+    return request.app.state.services  # type: ignore[no-any-return]
+
+
+async def acting_user(
+    request: Request[Any, Any, Any],
+    user: Annotated[str | None, QueryParameter(description="the user to act for (admin keys)")] = None,
+) -> str:
+    """The one user this request acts for (see the module docstring); raises 401 / 403 / 400."""
+    services = _services(request)
+    token = bearer_token(request.headers.get("authorization"))
+    if not token:
+        raise AuthenticationFailed("missing API key: send 'Authorization: Bearer <key>'")
+    if not services.ready.is_set():
+        raise Unavailable("the database is not reachable or not migrated yet")
+    named = (user or "").strip() or None
+    if request.app.state.key_checker.verify(token):
+        identity = read_user_id(request.headers, services.settings.server)
+        if identity:
+            return _only(identity, named)
+    else:
+        async with services.pool.connection() as conn:
+            owner = await keys.key_owner(conn, token)
+        if owner is None:
+            raise AuthenticationFailed("invalid API key")
+        is_admin, owner_id = owner
+        if not is_admin and owner_id:
+            return _only(owner_id, named)
+    if not named:
+        raise BadRequest("an admin key must name the user: add ?user=<user id>", param="user", code="user_required")
+    if len(named) > MAX_USER_ID_LENGTH:
+        raise BadRequest(f"the user id is longer than {MAX_USER_ID_LENGTH} characters", param="user")
+    return named
+
+
+def _only(identity: str, named: str | None) -> str:
+    if named and named != identity:
+        raise Forbidden("this credential acts only for its own user; ?user= may not name another", param="user")
+    return identity
+
+
+# ---------------------------------------------------------------- input
+
+@dataclass
+class MemoryIn:
+    content: str
+    memory_type: str = "preference"
+    pinned: bool = False
+
+
+@dataclass
+class MemoryPatch:
+    content: str | None = None
+    memory_type: str | None = None
+    pinned: bool | None = None
+    reason: str | None = None
+
+
+def _clean_content(content: str) -> str:
+    text = redact(content.strip()).text
+    if not text:
+        raise BadRequest("content is empty", param="content", code="empty_content")
+    if len(text.encode()) > MAX_MEMORY_BYTES:
+        raise BadRequest(f"content is over {MAX_MEMORY_BYTES} bytes", param="content", code="content_too_long")
+    return text
+
+
+def _check_type(memory_type: str) -> str:
+    if memory_type not in MEMORY_TYPES:
+        raise BadRequest(f"unknown memory type {memory_type!r} (types: {', '.join(MEMORY_TYPES)})",
+                         param="memory_type", code="bad_type")
+    return memory_type
+
+
+def _attributes(services: Services, memory_type: str, stated_at: datetime, old: dict[str, Any] | None = None
+                ) -> FactAttributes:
+    ttl = services.settings.formation.ttl_days.get(memory_type)
+    return FactAttributes(memory_type=memory_type, importance=(old or {}).get("importance"),
+                          confidence=(old or {}).get("confidence"),
+                          expires_at=stated_at + timedelta(days=ttl) if ttl else None)
+
+
+async def _embed(services: Services, content: str, stated_at: datetime) -> list[float]:
+    try:
+        return await embed_one(services.embedder, embedding_text(content, stated_at))
+    except MemoryUnavailable as exc:
+        raise Unavailable(f"the embedder failed: {exc}") from exc
+
+
+async def _held(services: Services, user_id: str, memory_id: str, *, active: bool = True) -> dict[str, Any]:
+    async with services.pool.connection() as conn:
+        found = await manage.get_memory(conn, user_id, memory_id)
+    if found is None or (active and not found["active"]):
+        raise NotFound(f"no {'active ' if active else ''}memory {memory_id!r} for this user", param="id")
+    return found
+
+
+# ---------------------------------------------------------------- routes
+
+@get("/memories", summary="List active memories, newest first (cursor pagination)")
+async def list_memories(
+    request: Request[Any, Any, Any], user_id: NamedDependency[str],
+    memory_type: Annotated[str | None, QueryParameter(name="type")] = None,
+    pinned: FromQuery[bool | None] = None,
+    q: Annotated[str | None, QueryParameter(description="words or a substring of the text")] = None,
+    cursor: FromQuery[str | None] = None,
+    limit: Annotated[int, QueryParameter(ge=1, le=MAX_PAGE_LIMIT)] = PAGE_LIMIT,
+) -> dict[str, Any]:
+    try:
+        after = manage.decode_cursor(cursor) if cursor else None
+    except manage.BadCursor as exc:
+        raise BadRequest(str(exc), param="cursor", code="bad_cursor") from exc
+    async with _services(request).pool.connection() as conn:
+        found = await manage.list_memories(conn, user_id, memory_type=memory_type and _check_type(memory_type),
+                                           pinned=pinned, text=(q or "").strip() or None, after=after,
+                                           limit=limit + 1)
+    page = found[:limit]
+    return {"user": user_id, "data": page,
+            "next_cursor": manage.encode_cursor(page[-1]) if len(found) > limit else None}
+
+
+@get("/memories/search", summary="Search as chat injection ranks (hybrid search + ranking), with scores")
+async def search_memories(
+    request: Request[Any, Any, Any], user_id: NamedDependency[str], q: FromQuery[str],
+    limit: Annotated[int, QueryParameter(ge=1, le=50)] = 10,
+) -> dict[str, Any]:
+    services = _services(request)
+    if not q.strip():
+        raise BadRequest("q is empty", param="q")
+    try:
+        found = await retrieve_memories(pool=services.pool, embedder=services.embedder, user_id=user_id,
+                                        query=q.strip(), settings=replace(services.settings.retrieval, top_k=limit))
+    except MemoryUnavailable as exc:
+        raise Unavailable(f"search failed ({exc.reason})") from exc
+    return {"user": user_id, "data": [
+        {"id": m.id, "content": m.content, "memory_type": m.memory_type, "pinned": m.pinned,
+         "stated_at": m.said_at, "created_at": m.created_at, "score": m.score} for m in found]}
+
+
+@get("/memories/{memory_id:str}", summary="One memory of the user (active or retired)")
+async def get_memory(request: Request[Any, Any, Any], user_id: NamedDependency[str],
+                     memory_id: FromPath[str]) -> dict[str, Any]:
+    return await _held(_services(request), user_id, memory_id, active=False)
+
+
+@post("/memories", summary="Create a memory (embedded now)")
+async def create_memory(request: Request[Any, Any, Any], user_id: NamedDependency[str],
+                        data: JSONBody[MemoryIn]) -> Response[dict[str, Any]]:
+    services = _services(request)
+    content, memory_type = _clean_content(data.content), _check_type(data.memory_type)
+    async with services.pool.connection() as conn:
+        existing = await memories.find_same_text(conn, user_id, content)
+        if existing is None:
+            stated_at = datetime.now(UTC)
+            embedding = await _embed(services, content, stated_at)
+            existing = await memories.insert_memory(
+                conn, user_id=user_id, content=content, embedding=embedding, model=services.embedder.model,
+                stated_at=stated_at, metadata={"type": "memory", "source": "api"},
+                attributes=_attributes(services, memory_type, stated_at))
+            status = 201
+        else:
+            status = 200
+        if data.pinned:
+            await manage.set_pinned(conn, user_id, existing, True)
+        return Response(await manage.get_memory(conn, user_id, existing) or {}, status_code=status)
+
+
+@patch("/memories/{memory_id:str}", summary="Edit: new content is re-embedded as a new version; pin; retype")
+async def edit_memory(request: Request[Any, Any, Any], user_id: NamedDependency[str], memory_id: FromPath[str],
+                      data: JSONBody[MemoryPatch]) -> dict[str, Any]:
+    services = _services(request)
+    old = await _held(services, user_id, memory_id)
+    content = _clean_content(data.content) if data.content is not None else old["content"]
+    memory_type = _check_type(data.memory_type) if data.memory_type is not None else old["memory_type"]
+    current = memory_id
+    if content != old["content"] or memory_type != old["memory_type"]:
+        stated_at = old["stated_at"]
+        embedding = await _embed(services, content, stated_at) if content != old["content"] else None
+        async with services.pool.connection() as conn:
+            try:
+                new_id = await manage.edit_memory(
+                    conn, user_id, memory_id, content=content, embedding=embedding, model=services.embedder.model,
+                    attributes=_attributes(services, memory_type, stated_at, old),
+                    reason=(data.reason or "").strip() or "edited by the user")
+            except manage.EditConflict as exc:
+                raise Conflict(str(exc), param="content") from exc
+        if new_id is None:
+            raise NotFound(f"no active memory {memory_id!r} for this user", param="id")
+        current = new_id
+    if data.pinned is not None:
+        await _pin(services, user_id, current, data.pinned)
+    return await _held(services, user_id, current)
+
+
+async def _pin(services: Services, user_id: str, memory_id: str, pinned: bool) -> dict[str, Any]:
+    async with services.pool.connection() as conn:
+        if not await manage.set_pinned(conn, user_id, memory_id, pinned):
+            raise NotFound(f"no active memory {memory_id!r} for this user", param="id")
+        return await manage.get_memory(conn, user_id, memory_id) or {}
+
+
+@post("/memories/{memory_id:str}/pin", status_code=200, summary="Pin: always injected, never expires")
+async def pin_memory(request: Request[Any, Any, Any], user_id: NamedDependency[str],
+                     memory_id: FromPath[str]) -> dict[str, Any]:
+    return await _pin(_services(request), user_id, memory_id, True)
+
+
+@post("/memories/{memory_id:str}/unpin", status_code=200, summary="Unpin")
+async def unpin_memory(request: Request[Any, Any, Any], user_id: NamedDependency[str],
+                       memory_id: FromPath[str]) -> dict[str, Any]:
+    return await _pin(_services(request), user_id, memory_id, False)
+
+
+@delete("/memories/{memory_id:str}", status_code=200, summary="Delete for this user (restorable from history)")
+async def delete_memory(request: Request[Any, Any, Any], user_id: NamedDependency[str], memory_id: FromPath[str],
+                        reason: FromQuery[str | None] = None) -> dict[str, Any]:
+    async with _services(request).pool.connection() as conn:
+        if not await manage.delete_memory(conn, user_id, memory_id, (reason or "").strip() or "deleted by the user"):
+            raise NotFound(f"no active memory {memory_id!r} for this user", param="id")
+    return {"id": memory_id, "deleted": True}
+
+
+@get("/memories/{memory_id:str}/history", summary="Versions and audit rows (memory_updates) of a memory")
+async def memory_history(request: Request[Any, Any, Any], user_id: NamedDependency[str],
+                         memory_id: FromPath[str]) -> dict[str, Any]:
+    services = _services(request)
+    found = await _held(services, user_id, memory_id, active=False)
+    async with services.pool.connection() as conn:
+        return {"memory": found, **await manage.history(conn, user_id, memory_id)}
+
+
+@post("/memories/{memory_id:str}/restore", status_code=200, summary="Make a retired version active again")
+async def restore_memory(request: Request[Any, Any, Any], user_id: NamedDependency[str],
+                         memory_id: FromPath[str]) -> dict[str, Any]:
+    services = _services(request)
+    await _held(services, user_id, memory_id, active=False)
+    async with services.pool.connection() as conn:
+        try:
+            replaced = await memories.restore_memory(conn, user_id=user_id, vector_id=memory_id)
+        except memories.RestoreConflict as exc:
+            raise Conflict(str(exc), param="id") from exc
+    return {"memory": await _held(services, user_id, memory_id), "replaced": replaced}
+
+
+@get("/export", summary="Everything held for the user, as JSON or Markdown")
+async def export_memories(request: Request[Any, Any, Any], user_id: NamedDependency[str],
+                          format: Annotated[str, QueryParameter(pattern="^(json|markdown)$")] = "json",
+                          ) -> Response[Any]:
+    async with _services(request).pool.connection() as conn:
+        held = await manage.export(conn, user_id)
+    body = {"user": user_id, "exported_at": datetime.now(UTC), **held}
+    if format == "markdown":
+        return Response(to_markdown(body), media_type="text/markdown; charset=utf-8",
+                        headers={"content-disposition": 'attachment; filename="memories.md"'})
+    return Response(body, headers={"content-disposition": 'attachment; filename="memories.json"'})
+
+
+@post("/erase", status_code=200, summary="GDPR erasure of every memory, audit row and job of the user")
+async def erase_user(request: Request[Any, Any, Any], user_id: NamedDependency[str],
+                     confirm: Annotated[str | None, QueryParameter(description="the user id, again")] = None
+                     ) -> dict[str, Any]:
+    async with _services(request).pool.connection() as conn:
+        if confirm != user_id:
+            held = await manage.held(conn, user_id)
+            raise BadRequest(f"this erases {held['memories']} memories, {held['updates']} history rows and "
+                             f"{held['jobs']} pending jobs of this user for good: repeat with ?confirm=<user id>",
+                             param="confirm", code="confirmation_required")
+        erased = await manage.erase_user(conn, user_id)
+    return {"user": user_id, "erased": erased}
+
+
+def to_markdown(export: dict[str, Any]) -> str:
+    """The export as a human-readable Markdown document."""
+    lines = [f"# Memories of {export['user']}", "", f"Exported {_when(export['exported_at'])}.", "",
+             "## Active memories", ""]
+    for m in export["memories"]:
+        pin = " (pinned)" if m["pinned"] else ""
+        lines.append(f"- **{m['memory_type']}**{pin}: {m['content']} — stated {_when(m['stated_at'])}, id `{m['id']}`")
+    lines += ["", "## Earlier versions and deleted memories", ""]
+    for m in export["history"]:
+        lines.append(f"- {m['content']} — retired {_when(m['superseded_at'])}, id `{m['id']}`")
+    lines += ["", "## History", ""]
+    for u in export["updates"]:
+        lines.append(f"- {_when(u['created_at'])} **{u['action']}** {u['old_id'] or '—'} → {u['new_id'] or '—'}:"
+                     f" {u['reason']}")
+    return "\n".join(lines) + "\n"
+
+
+def _when(moment: datetime | None) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC") if moment else "—"
+
+
+API = Router(
+    path=API_PREFIX,
+    route_handlers=[list_memories, search_memories, get_memory, create_memory, edit_memory, pin_memory,
+                    unpin_memory, delete_memory, memory_history, restore_memory, export_memories, erase_user],
+    dependencies={"user_id": Provide(acting_user)},
+    tags=["memories"],
+)
+BROWSER = create_static_files_router(path="/memories", directories=[BROWSER_DIR], html_mode=True,
+                                     name="memory_browser")
+MANAGE_ROUTES = [API, BROWSER]
+# The schema of every route as JSON at /api/v1/schema/openapi.json (no UI: it would load from a CDN).
+OPENAPI_CONFIG = OpenAPIConfig(title="memory-proxy", version="1", path=f"{API_PREFIX}/schema",
+                               render_plugins=[JsonRenderPlugin()])

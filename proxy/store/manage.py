@@ -1,0 +1,233 @@
+"""Management SQL: list, get, edit, pin, delete, history, export and erase one user's memories.
+
+Every function acts for ONE user inside that user's row-level security scope (scope.py), so PostgreSQL
+itself keeps a caller to that user's links and audit rows. The one exception is the last step of
+`erase_user`: deleting vectors no longer linked by anyone, which must see every user's links.
+
+Audit actions written here (memory_updates.action): edit (old → new version), delete (old only),
+pin and unpin (old = new = the memory). A deleted memory is a retired link (`superseded_at` set,
+`superseded_by` NULL): no longer retrieved, kept for the history, restorable; `erase_user` removes it all.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from psycopg import AsyncConnection
+
+from ..schemas import FactAttributes
+from . import memories
+from .scope import all_users, user_scope
+
+_LIVE = memories.LIVE
+_COLUMNS = (f"v.id, v.content, v.memory_type, uv.pinned, v.importance, v.confidence, uv.created_at, v.stated_at,"
+            f" v.expires_at, uv.access_count, uv.last_accessed_at, uv.superseded_at, uv.superseded_by,"
+            f" uv.superseded_at IS NULL AND {_LIVE}")
+_NAMES = ("id", "content", "memory_type", "pinned", "importance", "confidence", "created_at", "stated_at",
+          "expires_at", "access_count", "last_accessed_at", "superseded_at", "superseded_by", "active")
+_FROM = "FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id WHERE uv.user_id = %(user)s"
+_UPDATE_COLUMNS = "id::text, action, reason, old_vector_id, new_vector_id, created_at"
+_UPDATE_NAMES = ("id", "action", "reason", "old_id", "new_id", "created_at")
+
+
+class EditConflict(Exception):
+    """The edited text is already another active memory of this user."""
+
+
+class BadCursor(ValueError):
+    """A pagination cursor this module did not write."""
+
+
+def _rows(rows: Sequence[Sequence[Any]], names: Sequence[str] = _NAMES) -> list[dict[str, Any]]:
+    return [dict(zip(names, row, strict=True)) for row in rows]
+
+
+def encode_cursor(memory: dict[str, Any]) -> str:
+    raw = json.dumps([memory["created_at"].isoformat(), memory["id"]]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        created, vector_id = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        return datetime.fromisoformat(created), str(vector_id)
+    except (ValueError, TypeError) as exc:
+        raise BadCursor("the cursor is not one this API returned") from exc
+
+
+async def list_memories(conn: AsyncConnection[Any], user_id: str, *, memory_type: str | None = None,
+                        pinned: bool | None = None, text: str | None = None,
+                        after: tuple[datetime, str] | None = None, limit: int = 50) -> list[dict[str, Any]]:
+    """Active memories, newest first; `text` matches words (stemmed) or any substring; `after` is the
+    (created_at, id) of the last memory of the previous page."""
+    sql = f"SELECT {_COLUMNS} {_FROM} AND uv.superseded_at IS NULL AND {_LIVE}"
+    params: dict[str, Any] = {"user": user_id, "limit": limit}
+    if memory_type:
+        sql += " AND v.memory_type = %(type)s"
+        params["type"] = memory_type
+    if pinned is not None:
+        sql += " AND uv.pinned = %(pinned)s"
+        params["pinned"] = pinned
+    if text:
+        sql += (" AND (v.search_text @@ websearch_to_tsquery('english', %(text)s)"
+                " OR v.content ILIKE '%%' || %(like)s || '%%')")
+        params["text"] = text
+        params["like"] = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    if after:
+        sql += " AND (uv.created_at, v.id) < (%(after_at)s, %(after_id)s)"
+        params["after_at"], params["after_id"] = after
+    sql += " ORDER BY uv.created_at DESC, v.id DESC LIMIT %(limit)s"
+    async with user_scope(conn, user_id):
+        cur = await conn.execute(sql, params)
+    return _rows(await cur.fetchall())
+
+
+async def get_memory(conn: AsyncConnection[Any], user_id: str, vector_id: str) -> dict[str, Any] | None:
+    """The user's memory (active or not); None when the user holds no link to it."""
+    async with user_scope(conn, user_id):
+        cur = await conn.execute(f"SELECT {_COLUMNS} {_FROM} AND uv.vector_id = %(id)s",
+                                 {"user": user_id, "id": vector_id})
+    rows = _rows(await cur.fetchall())
+    return rows[0] if rows else None
+
+
+async def set_pinned(conn: AsyncConnection[Any], user_id: str, vector_id: str, pinned: bool) -> bool:
+    """Pin or unpin an active memory (audited as pin / unpin when it changes); False when the user has no
+    such active memory."""
+    async with user_scope(conn, user_id):
+        cur = await conn.execute("SELECT pinned FROM users_vectors WHERE user_id = %s AND vector_id = %s"
+                                 " AND superseded_at IS NULL FOR UPDATE", [user_id, vector_id])
+        row = await cur.fetchone()
+        if row is None:
+            return False
+        if row[0] != pinned:
+            await conn.execute("UPDATE users_vectors SET pinned = %s WHERE user_id = %s AND vector_id = %s",
+                               [pinned, user_id, vector_id])
+            await memories.audit(conn, user_id=user_id, old_id=vector_id, new_id=vector_id,
+                                 reason="pinned by the user" if pinned else "unpinned by the user",
+                                 action="pin" if pinned else "unpin")
+    return True
+
+
+async def edit_memory(conn: AsyncConnection[Any], user_id: str, vector_id: str, *, content: str,
+                      embedding: Sequence[float] | None, model: str, attributes: FactAttributes,
+                      reason: str) -> str | None:
+    """Replace an active memory by a new version (new vector; `embedding` None: the old one's), keeping
+    its pin and statement time; the old link is superseded by the new one and audited as `edit`.
+    Returns the new id; None when the user has no such active memory. Raises EditConflict."""
+    async with user_scope(conn, user_id):
+        cur = await conn.execute(
+            "SELECT v.embedding, v.stated_at, uv.pinned FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id"
+            " WHERE uv.user_id = %s AND uv.vector_id = %s AND uv.superseded_at IS NULL FOR UPDATE OF uv",
+            [user_id, vector_id])
+        row = await cur.fetchone()
+        if row is None:
+            return None
+        old_embedding, stated_at, pinned = row
+        # Retire the old link first: the new text may differ from the old only in case or spacing
+        # (same content_key), and only one active link per key is allowed.
+        await conn.execute("UPDATE users_vectors SET superseded_at = now() WHERE user_id = %s AND vector_id = %s",
+                           [user_id, vector_id])
+        new_id = await memories.add_memory(
+            conn, user_id=user_id, content=content, model=model, stated_at=stated_at, attributes=attributes,
+            embedding=old_embedding.to_numpy() if embedding is None else embedding)
+        if new_id is None:
+            raise EditConflict("the same text is already another active memory of this user")
+        await conn.execute("UPDATE users_vectors SET superseded_by = %s WHERE user_id = %s AND vector_id = %s",
+                           [new_id, user_id, vector_id])
+        await conn.execute("UPDATE users_vectors SET pinned = %s WHERE user_id = %s AND vector_id = %s",
+                           [pinned, user_id, new_id])
+        await memories.audit(conn, user_id=user_id, old_id=vector_id, new_id=new_id, reason=reason, action="edit")
+    return new_id
+
+
+async def delete_memory(conn: AsyncConnection[Any], user_id: str, vector_id: str, reason: str) -> bool:
+    """Retire the user's active memory (the vector stays for other users and the history); audited as
+    `delete`. False when the user has no such active memory."""
+    async with user_scope(conn, user_id):
+        cur = await conn.execute(
+            "UPDATE users_vectors SET superseded_at = now(), superseded_by = NULL"
+            " WHERE user_id = %s AND vector_id = %s AND superseded_at IS NULL RETURNING vector_id",
+            [user_id, vector_id])
+        found = await cur.fetchone() is not None
+        if found:
+            await memories.audit(conn, user_id=user_id, old_id=vector_id, new_id=None, reason=reason,
+                                 action="delete")
+    return found
+
+
+_CHAIN = """
+WITH RECURSIVE chain(id) AS (
+    SELECT %(id)s::text
+    UNION
+    SELECT x.id FROM chain c, LATERAL (
+        SELECT u.old_vector_id AS id FROM memory_updates u WHERE u.user_id = %(user)s AND u.new_vector_id = c.id
+        UNION ALL
+        SELECT u.new_vector_id FROM memory_updates u WHERE u.user_id = %(user)s AND u.old_vector_id = c.id
+    ) x WHERE x.id IS NOT NULL
+)
+SELECT id FROM chain
+"""
+
+
+async def history(conn: AsyncConnection[Any], user_id: str, vector_id: str) -> dict[str, Any]:
+    """Every version linked to this memory through the user's audit rows (oldest first) and those rows."""
+    params: dict[str, Any] = {"user": user_id, "id": vector_id}
+    async with user_scope(conn, user_id):
+        ids = [r[0] for r in await (await conn.execute(_CHAIN, params)).fetchall()]
+        params["ids"] = ids
+        versions = await conn.execute(f"SELECT {_COLUMNS} {_FROM} AND uv.vector_id = ANY(%(ids)s)"
+                                      " ORDER BY uv.created_at, v.id", params)
+        updates = await conn.execute(
+            f"SELECT {_UPDATE_COLUMNS} FROM memory_updates WHERE user_id = %(user)s"
+            " AND (old_vector_id = ANY(%(ids)s) OR new_vector_id = ANY(%(ids)s)) ORDER BY created_at, id", params)
+        return {"versions": _rows(await versions.fetchall()),
+                "updates": _rows(await updates.fetchall(), _UPDATE_NAMES)}
+
+
+async def export(conn: AsyncConnection[Any], user_id: str) -> dict[str, Any]:
+    """Everything held for the user: active memories, retired versions, audit rows, pending jobs' count."""
+    async with user_scope(conn, user_id):
+        links = await conn.execute(f"SELECT {_COLUMNS} {_FROM} ORDER BY uv.created_at, v.id", {"user": user_id})
+        updates = await conn.execute(f"SELECT {_UPDATE_COLUMNS} FROM memory_updates WHERE user_id = %s"
+                                     " ORDER BY created_at, id", [user_id])
+        jobs = await conn.execute("SELECT count(*) FROM memory_jobs WHERE user_id = %s", [user_id])
+        every = _rows(await links.fetchall())
+        audit_rows = _rows(await updates.fetchall(), _UPDATE_NAMES)
+        pending = (await jobs.fetchone() or [0])[0]
+    return {"memories": [m for m in every if m["active"]], "history": [m for m in every if not m["active"]],
+            "updates": audit_rows, "jobs": int(pending)}
+
+
+async def held(conn: AsyncConnection[Any], user_id: str) -> dict[str, int]:
+    """How many links (active or not), audit rows and formation jobs the user has."""
+    async with user_scope(conn, user_id):
+        cur = await conn.execute(
+            "SELECT (SELECT count(*) FROM users_vectors WHERE user_id = %(u)s),"
+            " (SELECT count(*) FROM memory_updates WHERE user_id = %(u)s),"
+            " (SELECT count(*) FROM memory_jobs WHERE user_id = %(u)s)", {"u": user_id})
+        row = await cur.fetchone()
+    assert row is not None
+    return {"memories": int(row[0]), "updates": int(row[1]), "jobs": int(row[2])}
+
+
+async def erase_user(conn: AsyncConnection[Any], user_id: str) -> dict[str, int]:
+    """GDPR erasure: the user's links, audit rows and formation jobs (one transaction, user scope), then
+    the vectors nobody links any more and that are not global (every user's links must be seen)."""
+    async with user_scope(conn, user_id):
+        jobs = await conn.execute("DELETE FROM memory_jobs WHERE user_id = %s", [user_id])
+        updates = await conn.execute("DELETE FROM memory_updates WHERE user_id = %s", [user_id])
+        links = await conn.execute("DELETE FROM users_vectors WHERE user_id = %s RETURNING vector_id", [user_id])
+        vector_ids = [r[0] for r in await links.fetchall()]
+    counts = {"memories": len(vector_ids), "updates": updates.rowcount, "jobs": jobs.rowcount}
+    async with all_users(conn):
+        orphans = await conn.execute(
+            "DELETE FROM vectors v WHERE v.id = ANY(%s)"
+            " AND NOT EXISTS (SELECT 1 FROM users_vectors o WHERE o.vector_id = v.id)"
+            " AND NOT EXISTS (SELECT 1 FROM global_vectors g WHERE g.vector_id = v.id)", [vector_ids])
+    counts["vectors"] = orphans.rowcount
+    return counts
