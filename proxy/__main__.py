@@ -1,12 +1,14 @@
-"""The `memory-proxy` command: serve | worker | migrate | memories | jobs | settings."""
+"""The `memory-proxy` command: serve | worker | migrate | memories | reembed | maintain | jobs | keys | settings."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -57,23 +59,26 @@ def _run_with_services(settings: Settings, work: Callable[[Services], Awaitable[
 
 
 def _memories_add(settings: Settings, args: argparse.Namespace) -> int:
+    from .memory.document import embedding_text
     from .memory.embed import embed_one
     from .memory.redact import redact
     from .store import memories
 
     text = redact(" ".join(args.text).strip()).text
+    stated_at = datetime.now(UTC)
     if not text:
         print("error: the memory text is empty", file=sys.stderr)
         return 2
 
     async def add(services: Services) -> str:
-        vector = await embed_one(services.embedder, text)
+        # a user's memory is embedded as formation embeds it (with its date); a global one bare, as load-global
+        vector = await embed_one(services.embedder, text if args.is_global else embedding_text(text, stated_at))
         async with services.pool.connection() as conn:
             if args.is_global:
                 return await memories.insert_global_memory(conn, content=text, embedding=vector,
                                                            model=services.embedder.model)
             return await memories.insert_memory(conn, user_id=args.user, content=text, embedding=vector,
-                                                model=services.embedder.model)
+                                                model=services.embedder.model, stated_at=stated_at)
 
     print(_run_with_services(settings, add))
     return 0
@@ -95,6 +100,109 @@ def _memories_load_global(settings: Settings, args: argparse.Namespace) -> int:
 
     ids = _run_with_services(settings, load)
     print(f"{len(ids)} global memories loaded ({len(set(ids))} distinct)")
+    return 0
+
+
+def _memories_list(settings: Settings, args: argparse.Namespace) -> int:
+    from .store import transfer
+
+    async def show(services: Services) -> list[dict[str, Any]]:
+        async with services.pool.connection() as conn:
+            return await transfer.active_memories(conn, args.user, limit=args.limit)
+
+    rows = _run_with_services(settings, show)
+    if args.json:
+        print(json.dumps(transfer.export_document(args.user, rows, datetime.now(UTC))["memories"], indent=2,
+                         ensure_ascii=False))
+        return 0
+    for row in rows:
+        print(f"{row['id']}  {row['stated_at']:%Y-%m-%d}  {row['memory_type']:<12} "
+              f"{'pinned' if row['pinned'] else '      '}  {row['content']}")
+    print(f"{len(rows)} active memor{'y' if len(rows) == 1 else 'ies'} of {args.user}", file=sys.stderr)
+    return 0
+
+
+def _memories_export(settings: Settings, args: argparse.Namespace) -> int:
+    from .store import transfer
+
+    async def read(services: Services) -> list[dict[str, Any]]:
+        async with services.pool.connection() as conn:
+            return await transfer.active_memories(conn, args.user, with_expired=True)
+
+    rows = _run_with_services(settings, read)
+    if args.format == "markdown":
+        text = transfer.export_markdown(args.user, rows)
+    else:
+        text = json.dumps(transfer.export_document(args.user, rows, datetime.now(UTC)), indent=2,
+                          ensure_ascii=False) + "\n"
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+        print(f"{len(rows)} memories of {args.user} written to {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+IMPORT_EMBED_BATCH = 64
+
+
+def _memories_import(settings: Settings, args: argparse.Namespace) -> int:
+    from .memory.document import embedding_text
+    from .memory.redact import redact
+    from .store import transfer
+
+    try:
+        file_user, items = transfer.parse_export(json.loads(Path(args.file).read_text(encoding="utf-8")))
+    except (OSError, ValueError) as exc:
+        print(f"error: {args.file}: {exc}", file=sys.stderr)
+        return 2
+    user_id = args.user or file_user
+    if not user_id:
+        print("error: the export names no user: pass --user", file=sys.stderr)
+        return 2
+    now = datetime.now(UTC)
+    for item in items:
+        item["content"] = redact(item["content"]).text  # as every stored memory: before it is embedded
+        item["stated_at"] = item["stated_at"] or now
+
+    async def load(services: Services) -> tuple[int, int]:
+        added = skipped = 0
+        for start in range(0, len(items), IMPORT_EMBED_BATCH):
+            chunk = items[start:start + IMPORT_EMBED_BATCH]
+            vectors = await services.embedder.embed([embedding_text(m["content"], m["stated_at"]) for m in chunk])
+            async with services.pool.connection() as conn:
+                for memory, vector in zip(chunk, vectors, strict=True):
+                    new_id = await transfer.import_memory(conn, user_id=user_id, memory=memory, embedding=vector,
+                                                          model=services.embedder.model)
+                    added, skipped = (added + 1, skipped) if new_id else (added, skipped + 1)
+        return added, skipped
+
+    added, skipped = _run_with_services(settings, load)
+    print(f"{added} memories imported for {user_id}, {skipped} already present (skipped)")
+    return 0
+
+
+def _reembed(settings: Settings, args: argparse.Namespace) -> int:
+    from .memory.reembed import reembed
+
+    async def run(services: Services) -> int:
+        return await reembed(services.pool, services.embedder, batch=args.batch, dry_run=args.dry_run)
+
+    count = _run_with_services(settings, run)
+    model = settings.embedding.model
+    print(f"{count} vector(s) to re-embed with {model} (dry run: nothing changed)" if args.dry_run
+          else f"{count} vector(s) re-embedded with {model}")
+    return 0
+
+
+def _maintain(settings: Settings, args: argparse.Namespace) -> int:
+    from .memory.maintain import maintain
+
+    async def run(services: Services) -> dict[str, int]:
+        return await maintain(services.pool, settings.maintenance, user_id=args.user)
+
+    counts = _run_with_services(settings, run)
+    print("  ".join(f"{action}: {count}" for action, count in counts.items()) or "nothing to do")
     return 0
 
 
@@ -144,6 +252,46 @@ def _jobs_retry(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _keys_create(settings: Settings, args: argparse.Namespace) -> int:
+    from .store import keys
+
+    async def create(services: Services) -> tuple[str, str]:
+        async with services.pool.connection() as conn:
+            return await keys.create_key(conn, user_id=args.user, label=args.label)
+
+    key_id, secret = _run_with_services(settings, create)
+    print(f"key id: {key_id}\nkey:    {secret}")
+    print("Store the key now: it is not shown again (only its id is kept).", file=sys.stderr)
+    return 0
+
+
+def _keys_revoke(settings: Settings, args: argparse.Namespace) -> int:
+    from .store import keys
+
+    async def revoke(services: Services) -> bool:
+        async with services.pool.connection() as conn:
+            return await keys.revoke_key(conn, args.key_id)
+
+    if not _run_with_services(settings, revoke):
+        print(f"error: no active key {args.key_id}", file=sys.stderr)
+        return 1
+    print(f"key {args.key_id} revoked")
+    return 0
+
+
+def _keys_list(settings: Settings, _: argparse.Namespace) -> int:
+    from .store import keys
+
+    async def show(services: Services) -> list[dict[str, Any]]:
+        async with services.pool.connection() as conn:
+            return await keys.list_keys(conn)
+
+    for row in _run_with_services(settings, show):
+        print("  ".join(f"{name}={value:%Y-%m-%d %H:%M:%S}" if isinstance(value, datetime) else f"{name}={value}"
+                        for name, value in row.items()))
+    return 0
+
+
 def _settings(_: Settings | None, args: argparse.Namespace) -> int:
     print(markdown_table())
     return 0
@@ -175,6 +323,40 @@ def build_parser() -> argparse.ArgumentParser:
     load = mem_commands.add_parser("load-global", help="load global (cold-start) memories from FILE, one per line")
     load.add_argument("file", help="a UTF-8 text file; empty lines and lines starting with # are skipped")
     load.set_defaults(run=_memories_load_global)
+    show = mem_commands.add_parser("list", help="list a user's active memories (id, stated date, type, pin, text)")
+    show.add_argument("--user", required=True, help="the user id (as sent in the user id header)")
+    show.add_argument("--limit", type=int, help="at most N memories, newest statement first (default: all)")
+    show.add_argument("--json", action="store_true", help="print a JSON array instead of a table")
+    show.set_defaults(run=_memories_list)
+    export = mem_commands.add_parser("export", help="write a user's active memories as JSON (re-importable) "
+                                                    "or Markdown (to read)")
+    export.add_argument("--user", required=True, help="the user id")
+    export.add_argument("--format", choices=["json", "markdown"], default="json", help="default json")
+    export.add_argument("--output", metavar="FILE", help="write to FILE instead of standard output")
+    export.set_defaults(run=_memories_export)
+    importing = mem_commands.add_parser(
+        "import", help="import a JSON export: re-embedded with the configured model, dates, types and pins kept; "
+                       "memories the user already holds are skipped (idempotent)")
+    importing.add_argument("file", help="a file written by `memories export --format json`")
+    importing.add_argument("--user", help="import for this user instead of the one named in the file")
+    importing.set_defaults(run=_memories_import)
+
+    reembed = commands.add_parser(
+        "reembed", help="re-embed stored memories with the configured EMBEDDING_MODEL (run after changing it)",
+        description="Re-embed every stored vector whose model is not EMBEDDING_MODEL, in batches (one "
+                    "transaction each). Until it has run, memories of the old model are not retrieved. "
+                    "Idempotent and resumable: run it again after an interruption.")
+    reembed.add_argument("--batch", type=int, default=64, help="vectors per embeddings call and transaction "
+                                                               "(default 64)")
+    reembed.add_argument("--dry-run", action="store_true", help="only count the vectors to re-embed")
+    reembed.set_defaults(run=_reembed)
+
+    maintain = commands.add_parser(
+        "maintain", help="run memory maintenance now: expire, merge near-duplicates, prune",
+        description="Run maintenance once (what a worker does every MAINTENANCE_INTERVAL_SECONDS) and print "
+                    "how many memories each action touched.")
+    maintain.add_argument("--user", help="only this user's memories (default: every user)")
+    maintain.set_defaults(run=_maintain)
 
     job = commands.add_parser("jobs", help="inspect and retry formation jobs")
     job_commands = job.add_subparsers(dest="jobs_command", required=True, metavar="ACTION")
@@ -185,6 +367,17 @@ def build_parser() -> argparse.ArgumentParser:
     retry = job_commands.add_parser("retry", help="queue dead jobs again (all, or one by --id)")
     retry.add_argument("--id", type=int, help="only this job")
     retry.set_defaults(run=_jobs_retry)
+
+    key = commands.add_parser("keys", help="create, list and revoke API keys")
+    key_commands = key.add_subparsers(dest="keys_command", required=True, metavar="ACTION")
+    create = key_commands.add_parser("create", help="create an API key; its secret is printed once")
+    create.add_argument("--user", help="bind the key to this user id (default: a key for any user)")
+    create.add_argument("--label", default="", help="a note saying whose or what the key is for")
+    create.set_defaults(run=_keys_create)
+    revoke = key_commands.add_parser("revoke", help="revoke a key by its id (clients using it get 401)")
+    revoke.add_argument("key_id", help="the key id shown by `keys create` or `keys list`")
+    revoke.set_defaults(run=_keys_revoke)
+    key_commands.add_parser("list", help="list keys (ids, labels, users; never secrets)").set_defaults(run=_keys_list)
     return parser
 
 
@@ -199,7 +392,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     from .observability import configure_logging
 
-    configure_logging(settings.log.level, settings.log.format)
+    configure_logging(settings.log.level, settings.log.format,
+                      user_ids=settings.log.user_ids, user_id_key=settings.log.user_id_key)
     return int(args.run(settings, args))
 
 

@@ -6,8 +6,12 @@ so the number of time series stays bounded whatever the number of users.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import logging
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import structlog
 from prometheus_client import Counter, Gauge, Histogram
@@ -56,8 +60,9 @@ MEMORIES_INJECTED = Histogram(
 )
 FAIL_OPEN = Counter(
     "memory_proxy_fail_open_total",
-    "Turns relayed without memory because the memory side failed, by reason "
-    "(embedder_error, embedder_timeout, database_error, database_timeout).",
+    "Turns whose memory search failed, by reason (embedder_error, embedder_timeout: the most recent "
+    "memories were injected instead; database_error, database_timeout, database_not_ready, internal_error: "
+    "relayed without memory).",
     ["reason"],
 )
 
@@ -97,19 +102,46 @@ LLM_TOKENS = Counter("memory_proxy_llm_tokens_total", "Memory-LLM tokens by purp
                      ["purpose", "kind"])
 
 
-def configure_logging(level: str = "info", fmt: str = "json") -> None:
-    """JSON lines in production, a readable console in development; stdlib logging routed through too."""
+_DEFAULT_USER_ID_KEY = b"memory-proxy"  # without LOG_USER_ID_KEY: a stable pseudonym, not a secret one
+
+
+def user_ref(user_id: str, key: str = "") -> str:
+    """How a user id appears in logs when hashed: HMAC-SHA256(key, id), 16 hex characters. Stable across
+    processes sharing the key, so one user's lines can be followed (compute it with this function)."""
+    return hmac.new(key.encode() or _DEFAULT_USER_ID_KEY, user_id.encode(), hashlib.sha256).hexdigest()[:16]
+
+
+def _hash_user_ids(key: str) -> Callable[[Any, str, dict[str, Any]], dict[str, Any]]:
+    def hash_user_id(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
+        user_id = event.get("user_id")
+        if isinstance(user_id, str):
+            event["user_id"] = user_ref(user_id, key)
+        return event
+
+    return hash_user_id
+
+
+def configure_logging(level: str = "info", fmt: str = "json", *, user_ids: str = "hashed",
+                      user_id_key: str = "") -> None:
+    """JSON lines in production, a readable console in development; stdlib logging routed through too.
+
+    Every line of a request carries its `request_id` (request_id.py binds it), every line of a formation
+    job its `job_id`. A `user_id` field is logged as `user_ref(id, LOG_USER_ID_KEY)` unless `user_ids` is
+    "raw": logs travel further than the database (collectors, tickets), and a pseudonym still lets an
+    operator follow one user."""
     level_no = getattr(logging, level.upper())
     renderer = (structlog.processors.JSONRenderer() if fmt == "json"
                 else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty()))
+    processors: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        structlog.processors.format_exc_info,
+    ]
+    if user_ids != "raw":
+        processors.append(_hash_user_ids(user_id_key))
     structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,
-            renderer,
-        ],
+        processors=[*processors, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(level_no),
         logger_factory=lambda *_: structlog.PrintLogger(sys.stderr),  # stderr as it is now, not at setup
         cache_logger_on_first_use=False,

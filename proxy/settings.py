@@ -262,6 +262,10 @@ SPECS: tuple[Spec, ...] = (
     Spec("LOG_LEVEL", "info", "debug, info, warning or error.", _choice("debug", "info", "warning", "error")),
     Spec("LOG_FORMAT", "json", "`json` (one JSON object per line) or `console` (readable, for development).",
          _choice("json", "console")),
+    Spec("LOG_USER_IDS", "hashed", "`hashed`: user ids appear in logs as a 16-hex HMAC-SHA256 pseudonym "
+         "(keyed by `LOG_USER_ID_KEY`); `raw`: as they are.", _choice("hashed", "raw")),
+    Spec("LOG_USER_ID_KEY", "", "Secret key of the logged user-id pseudonyms. Unset: a fixed key, so "
+         "pseudonyms of guessable ids (e-mails) can be recomputed by anyone."),
 )
 
 
@@ -363,6 +367,8 @@ class MaintenanceSettings:
 class LogSettings:
     level: str
     format: str
+    user_ids: str = "hashed"
+    user_id_key: str = field(default="", repr=False)
 
 
 @dataclass(frozen=True)
@@ -475,7 +481,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             min_confidence=v["FORMATION_MIN_CONFIDENCE"],
             ttl_days=v["MEMORY_TTL_DAYS"],
         ),
-        log=LogSettings(level=v["LOG_LEVEL"], format=v["LOG_FORMAT"]),
+        log=LogSettings(level=v["LOG_LEVEL"], format=v["LOG_FORMAT"], user_ids=v["LOG_USER_IDS"],
+                        user_id_key=v["LOG_USER_ID_KEY"] or ""),
         maintenance=MaintenanceSettings(
             interval_s=v["MAINTENANCE_INTERVAL_SECONDS"],
             dedup_similarity=v["MAINTENANCE_DEDUP_SIMILARITY"],

@@ -1,9 +1,14 @@
-"""The `memory-proxy` command: serve on the embedded database, migrate, memories add, settings."""
+"""The `memory-proxy` command: serve on the embedded database, migrate, memories, reembed, maintain, jobs, keys,
+settings."""
 
+import argparse
+import json
 import os
 import signal
 import subprocess
 import sys
+import types
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -11,9 +16,10 @@ import httpx
 import psycopg
 import pytest
 
-from proxy.__main__ import main
+from proxy.__main__ import build_parser, main
+from proxy.memory.document import embedding_text
 from proxy.settings import markdown_table
-from tests.conftest import EMBEDDINGS, USER_A, free_port, vector_for, wait_ready
+from tests.conftest import EMBEDDINGS, USER_A, USER_B, free_port, vector_for, wait_ready
 
 
 def test_memories_add_embeds_and_stores(env: dict, outside: Any, database_url: str, monkeypatch, capsys) -> None:
@@ -127,9 +133,184 @@ def test_jobs_list_and_retry(env: dict, database_url: str, monkeypatch, capsys) 
             "queued", 0)
 
 
-@pytest.mark.parametrize("command", [["serve"], ["worker"], ["migrate"], ["settings"], ["memories", "add"],
-                                     ["memories", "load-global"], ["jobs", "list"], ["jobs", "retry"]])
+@pytest.mark.parametrize("command", [
+    ["serve"], ["worker"], ["migrate"], ["settings"], ["memories"], ["memories", "add"], ["memories", "load-global"],
+    ["memories", "list"], ["memories", "export"], ["memories", "import"], ["reembed"], ["maintain"], ["jobs"],
+    ["jobs", "list"], ["jobs", "retry"], ["keys"], ["keys", "create"], ["keys", "revoke"], ["keys", "list"]])
 def test_every_command_has_help(command: list[str], capsys) -> None:
     with pytest.raises(SystemExit) as exited:
         main([*command, "--help"])
     assert exited.value.code == 0 and "usage: memory-proxy" in capsys.readouterr().out
+
+
+def test_every_command_and_action_is_described() -> None:
+    def described(parser: Any) -> None:
+        for group in (a for a in parser._actions if isinstance(a, argparse._SubParsersAction)):
+            helps = {action.dest: action.help for action in group._choices_actions}
+            assert set(helps) == set(group.choices) and all(helps.values()), helps
+            for child in group.choices.values():
+                described(child)
+
+    described(build_parser())
+
+
+def _set_env(env: dict, monkeypatch) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+
+
+def _store(database_url: str, user: str, content: str, *, model: str = "mistral-embed", memory_type: str = "preference",
+           pinned: bool = False, stated_at: str = "2026-03-02T10:00:00+00:00", expires_at: str | None = None) -> str:
+    """A memory written with plain SQL (as the database owner: no row-level security)."""
+    with psycopg.connect(database_url) as conn:
+        vector_id = f"v-{abs(hash((user, content))):x}"
+        conn.execute("INSERT INTO vectors (id, embedding, embedding_model, content, stated_at, memory_type,"
+                     " importance, confidence, expires_at) VALUES (%s, %s::real[]::vector, %s, %s, %s, %s, 7, 0.9, %s)",
+                     [vector_id, vector_for(content), model, content, stated_at, memory_type, expires_at])
+        conn.execute("INSERT INTO users_vectors (user_id, vector_id, content_key, embedding_model, embedding_bq,"
+                     " search_text, pinned) SELECT %s, id, content_key, embedding_model, binary_quantize(embedding),"
+                     " search_text, %s FROM vectors"
+                     " WHERE id = %s", [user, pinned, vector_id])
+    return vector_id
+
+
+def test_memories_list_shows_active_memories(env: dict, database_url: str, monkeypatch, capsys) -> None:
+    _set_env(env, monkeypatch)
+    _store(database_url, USER_A, "User lives in Berlin.", memory_type="identity", pinned=True)
+    _store(database_url, USER_A, "User is in Rome this week.", memory_type="temporary",
+           stated_at="2026-01-01T00:00:00+00:00", expires_at="2026-01-08T00:00:00+00:00")  # expired
+    _store(database_url, USER_B, "User has a dog named Rex.")
+    assert main(["memories", "list", "--user", USER_A]) == 0
+    out = capsys.readouterr().out
+    assert "2026-03-02" in out and "identity" in out and "pinned" in out and "User lives in Berlin." in out
+    assert "Rome" not in out and "Rex" not in out
+    assert main(["memories", "list", "--user", USER_A, "--json", "--limit", "5"]) == 0
+    (item,) = json.loads(capsys.readouterr().out)
+    assert item["content"] == "User lives in Berlin." and item["pinned"] is True
+    assert item["memory_type"] == "identity" and item["stated_at"].startswith("2026-03-02")
+
+
+def test_memories_export_and_import_round_trip(env: dict, outside: Any, database_url: str, tmp_path: Path,
+                                               monkeypatch, capsys) -> None:
+    _set_env(env, monkeypatch)
+    _store(database_url, USER_A, "User lives in Berlin.", memory_type="identity", pinned=True, model="old-model")
+    _store(database_url, USER_A, "User prefers tea.", stated_at="2025-12-24T08:00:00+00:00")
+    export = tmp_path / "a.json"
+    assert main(["memories", "export", "--user", USER_A, "--output", str(export)]) == 0
+    document = json.loads(export.read_text())
+    assert document["user_id"] == USER_A and len(document["memories"]) == 2
+    assert "embedding" not in json.dumps(document)  # text and attributes only: re-embedded on import
+    assert main(["memories", "export", "--user", USER_A, "--format", "markdown"]) == 0
+    markdown = capsys.readouterr().out
+    assert "- 2026-03-02 (identity, pinned) User lives in Berlin." in markdown
+
+    assert main(["memories", "import", str(export), "--user", USER_B]) == 0
+    assert "2 memories imported for user-b, 0 already present" in capsys.readouterr().out
+    sent = [json.loads(call.request.content)["input"] for call in outside.routes["embeddings"].calls]
+    assert sent == [[embedding_text("User lives in Berlin.", datetime(2026, 3, 2, 10, tzinfo=UTC)),
+                     embedding_text("User prefers tea.", datetime(2025, 12, 24, 8, tzinfo=UTC))]]
+    assert main(["memories", "import", str(export), "--user", USER_B]) == 0  # idempotent
+    assert "0 memories imported for user-b, 2 already present" in capsys.readouterr().out
+    assert main(["memories", "import", str(export)]) == 0  # the file's own user already holds both
+    assert "0 memories imported for user-a, 2 already present" in capsys.readouterr().out
+    with psycopg.connect(database_url) as conn:
+        rows = conn.execute(
+            "SELECT v.content, v.memory_type, uv.pinned, v.stated_at::date::text, v.importance, v.embedding_model"
+            " FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id WHERE uv.user_id = %s ORDER BY 1",
+            [USER_B]).fetchall()
+    assert rows == [("User lives in Berlin.", "identity", True, "2026-03-02", 7, "mistral-embed"),
+                    ("User prefers tea.", "preference", False, "2025-12-24", 7, "mistral-embed")]
+
+
+def test_memories_import_refuses_what_is_not_an_export(env: dict, tmp_path: Path, monkeypatch, capsys) -> None:
+    _set_env(env, monkeypatch)
+    bogus = tmp_path / "x.json"
+    bogus.write_text('{"memories": []}')
+    assert main(["memories", "import", str(bogus)]) == 2
+    assert "not a memory-proxy export" in capsys.readouterr().err
+
+
+def test_reembed_command(env: dict, outside: Any, database_url: str, monkeypatch, capsys) -> None:
+    _set_env(env, monkeypatch)
+    for text in ("User lives in Berlin.", "User prefers tea.", "User has a dog named Rex."):
+        _store(database_url, USER_A, text, model="old-model")
+    assert main(["reembed", "--dry-run"]) == 0
+    assert "3 vector(s) to re-embed with mistral-embed (dry run" in capsys.readouterr().out
+    assert main(["reembed", "--batch", "2"]) == 0
+    assert "3 vector(s) re-embedded with mistral-embed" in capsys.readouterr().out
+    assert outside.routes["embeddings"].call_count == 2
+    with psycopg.connect(database_url) as conn:
+        assert conn.execute("SELECT DISTINCT embedding_model FROM users_vectors").fetchall() == [("mistral-embed",)]
+
+
+def test_maintain_command_is_wired(env: dict, monkeypatch, capsys) -> None:
+    _set_env(env, monkeypatch)
+    seen = {}
+
+    async def maintain(pool: Any, settings: Any, user_id: str | None = None) -> dict[str, int]:
+        seen.update(pool=pool, settings=settings, user_id=user_id)
+        return {"expired": 2, "merged": 1, "pruned": 0}
+
+    monkeypatch.setitem(sys.modules, "proxy.memory.maintain", types.SimpleNamespace(maintain=maintain))
+    assert main(["maintain", "--user", USER_A]) == 0
+    assert capsys.readouterr().out.strip() == "expired: 2  merged: 1  pruned: 0"
+    assert seen["user_id"] == USER_A and seen["settings"].dedup_similarity == 0.95
+    assert main(["maintain"]) == 0 and seen["user_id"] is None
+
+
+def test_maintain_expires_memories(env: dict, database_url: str, monkeypatch, capsys) -> None:
+    """Against proxy.memory.maintain itself: an expired, unpinned memory is retired; a pinned one stays."""
+    _set_env(env, monkeypatch)
+    expired = _store(database_url, USER_A, "User is in Rome this week.", memory_type="temporary",
+                     stated_at="2026-01-01T00:00:00+00:00", expires_at="2026-01-08T00:00:00+00:00")
+    pinned = _store(database_url, USER_A, "User is in Oslo this week.", memory_type="temporary", pinned=True,
+                    stated_at="2026-01-01T00:00:00+00:00", expires_at="2026-01-08T00:00:00+00:00")
+    assert main(["maintain", "--user", USER_A]) == 0
+    assert "expired: 1" in capsys.readouterr().out
+    with psycopg.connect(database_url) as conn:
+        active = {r[0] for r in conn.execute("SELECT vector_id FROM users_vectors WHERE superseded_at IS NULL")}
+    assert pinned in active and expired not in active
+
+
+def _fake_keys(monkeypatch) -> dict[str, Any]:
+    made: dict[str, Any] = {}
+
+    async def create_key(conn: Any, *, user_id: str | None, label: str) -> tuple[str, str]:
+        made.update(user_id=user_id, label=label)
+        return "key-1", "mp-secret-123"
+
+    async def revoke_key(conn: Any, key_id: str) -> bool:
+        return key_id == "key-1"
+
+    async def list_keys(conn: Any) -> list[dict]:
+        return [{"id": "key-1", "label": "laptop", "user_id": USER_A, "revoked": False}]
+
+    for function in (create_key, revoke_key, list_keys):
+        monkeypatch.setattr(f"proxy.store.keys.{function.__name__}", function)
+    return made
+
+
+def test_keys_commands_are_wired(env: dict, monkeypatch, capsys) -> None:
+    _set_env(env, monkeypatch)
+    made = _fake_keys(monkeypatch)
+    assert main(["keys", "create", "--user", USER_A, "--label", "laptop"]) == 0
+    captured = capsys.readouterr()
+    assert "key id: key-1" in captured.out and "mp-secret-123" in captured.out
+    assert "not shown again" in captured.err and made == {"user_id": USER_A, "label": "laptop"}
+    assert main(["keys", "list"]) == 0
+    assert "id=key-1  label=laptop  user_id=user-a  revoked=False" in capsys.readouterr().out
+    assert main(["keys", "revoke", "key-1"]) == 0 and "key key-1 revoked" in capsys.readouterr().out
+    assert main(["keys", "revoke", "key-2"]) == 1 and "no active key key-2" in capsys.readouterr().err
+
+
+def test_keys_create_list_revoke(env: dict, monkeypatch, capsys) -> None:
+    """Against proxy.store.keys itself: the secret is printed once and never listed."""
+    _set_env(env, monkeypatch)
+    assert main(["keys", "create", "--user", USER_A, "--label", "laptop"]) == 0
+    lines = dict(line.split(":", 1) for line in capsys.readouterr().out.splitlines())
+    key_id, secret = lines["key id"].strip(), lines["key"].strip()
+    assert main(["keys", "list"]) == 0
+    listed = capsys.readouterr().out
+    assert key_id in listed and "laptop" in listed and secret not in listed
+    assert main(["keys", "revoke", key_id]) == 0
+    assert main(["keys", "revoke", "no-such-key"]) == 1

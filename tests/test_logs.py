@@ -1,0 +1,137 @@
+"""Logs: one request id on every line of a request and in the `X-Request-Id` header; JSON lines; user ids."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+import structlog
+
+from proxy import outbox
+from proxy.observability import configure_logging, log, user_ref
+from proxy.request_id import request_id_from
+from tests.conftest import USER_A, chat_body, user_headers
+from tests.test_streaming import ScriptedStream, stream_reply
+
+HEX_ID = re.compile(r"[0-9a-f]{32}")
+
+
+@pytest.fixture
+def json_logs(capsys: pytest.CaptureFixture[str]) -> Iterator[Any]:
+    """Structured logs as the production format writes them; returns a reader of the parsed lines."""
+    configure_logging("info", "json")
+
+    def lines() -> list[dict[str, Any]]:
+        text = capsys.readouterr().err
+        return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+    yield lines
+    structlog.reset_defaults()
+
+
+@pytest.fixture
+def enqueue_logged(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A line logged where the formation job is written (the end of the request, or of its stream)."""
+    put = outbox.Outbox.put
+
+    async def logging_put(self: outbox.Outbox, job: outbox.PendingJob) -> None:
+        log.info("test_job_enqueued")
+        await put(self, job)
+
+    monkeypatch.setattr(outbox.Outbox, "put", logging_put)
+
+
+async def test_every_line_of_a_chat_request_carries_the_request_id_of_its_header(
+        client: Any, outside: Any, json_logs: Any, enqueue_logged: None) -> None:
+    outside.routes["embeddings"].mock(side_effect=httpx.ConnectError("refused"))  # a retrieval warning line
+    response = await client.post("/v1/chat/completions", json=chat_body("Where do I live?"),
+                                 headers=user_headers(USER_A))
+    assert response.status_code == 200
+    request_id = response.headers["x-request-id"]
+    assert HEX_ID.fullmatch(request_id)
+    lines = [line for line in json_logs() if line["event"] not in ("started", "stopped")]
+    events = {line["event"] for line in lines}
+    assert {"retrieval_fallback_recent", "test_job_enqueued"} <= events
+    assert {line.get("request_id") for line in lines} == {request_id}
+
+
+async def test_lines_of_a_streamed_body_carry_the_request_id(client: Any, outside: Any, json_logs: Any,
+                                                             enqueue_logged: None) -> None:
+    upstream = ScriptedStream([b'data: {"choices": [{"delta": {"content": "par"}}]}\n\n'],
+                              fail=httpx.ReadError("connection reset"))
+    outside.routes["chat"].mock(side_effect=lambda _: stream_reply(upstream))
+    async with client.stream("POST", "/v1/chat/completions", json=chat_body("hi", stream=True),
+                             headers=user_headers(USER_A, **{"x-request-id": "trace-42"})) as response:
+        body = b"".join([part async for part in response.aiter_bytes()])
+    assert b"dropped mid-reply" in body and response.headers["x-request-id"] == "trace-42"
+    lines = {line["event"]: line for line in json_logs()}
+    assert lines["upstream_stream_dropped"]["request_id"] == "trace-42"  # logged from the streamed body
+    assert lines["test_job_enqueued"]["request_id"] == "trace-42"  # written as the stream ended
+
+
+async def test_a_sane_incoming_id_is_kept_and_an_insane_one_replaced(client: Any, outside: Any) -> None:
+    for sane in ("abc-123", "0f.a_b-C", "x" * 128):
+        response = await client.get("/v1/models", headers={"x-request-id": sane})
+        assert response.headers["x-request-id"] == sane
+    for insane in ("has space", "x" * 129, "<script>", "ünïcode".encode(), ""):
+        response = await client.get("/v1/models", headers={"x-request-id": insane})
+        assert HEX_ID.fullmatch(response.headers["x-request-id"])
+    first, second = (await client.get("/healthz")).headers["x-request-id"], (await client.get("/healthz")).headers[
+        "x-request-id"]
+    assert first != second
+
+
+async def test_error_replies_carry_the_request_id_too(client: Any, outside: Any) -> None:
+    unauthorized = await client.get("/v1/models", headers={"authorization": "Bearer wrong"})
+    missing = await client.get("/nowhere")
+    bad = await client.post("/v1/chat/completions", content=b"{not json", headers={"x-request-id": "bad-1"})
+    assert unauthorized.status_code == 401 and HEX_ID.fullmatch(unauthorized.headers["x-request-id"])
+    assert missing.status_code == 404 and HEX_ID.fullmatch(missing.headers["x-request-id"])
+    assert bad.status_code == 400 and bad.headers["x-request-id"] == "bad-1"
+
+
+async def test_the_request_id_ends_with_its_request(client: Any, outside: Any, json_logs: Any) -> None:
+    await client.get("/healthz", headers={"x-request-id": "gone-after"})
+    log.info("after_request")
+    (line,) = [line for line in json_logs() if line["event"] == "after_request"]
+    assert "request_id" not in line
+
+
+def test_request_id_from_headers() -> None:
+    assert request_id_from([(b"x-request-id", b"a.b_c-1")]) == "a.b_c-1"
+    assert HEX_ID.fullmatch(request_id_from([(b"x-request-id", b"a b")]))
+    assert HEX_ID.fullmatch(request_id_from([]))
+
+
+def test_user_ids_are_logged_as_keyed_hashes_unless_raw(capsys: pytest.CaptureFixture[str]) -> None:
+    try:
+        configure_logging("info", "json", user_id_key="k1")
+        log.info("memory_decision", user_id="alice@example.com", job_id=7)
+        configure_logging("info", "json", user_id_key="k2")
+        log.info("memory_decision", user_id="alice@example.com", job_id=7)
+        configure_logging("info", "json", user_ids="raw")
+        log.info("memory_decision", user_id="alice@example.com", job_id=7)
+    finally:
+        structlog.reset_defaults()
+    first, second, raw = (json.loads(line) for line in capsys.readouterr().err.splitlines())
+    assert first["user_id"] == user_ref("alice@example.com", "k1") and re.fullmatch(r"[0-9a-f]{16}", first["user_id"])
+    assert second["user_id"] != first["user_id"]  # keyed: without the key, a pseudonym cannot be recomputed
+    assert raw["user_id"] == "alice@example.com" and raw["job_id"] == 7
+    assert "alice" not in first["user_id"] + second["user_id"]
+
+
+def test_console_format_is_readable_and_json_format_is_json(capsys: pytest.CaptureFixture[str]) -> None:
+    try:
+        configure_logging("info", "console")
+        log.info("hello_console", answer=42)
+        configure_logging("info", "json")
+        log.info("hello_json", answer=42)
+    finally:
+        structlog.reset_defaults()
+    console, as_json = capsys.readouterr().err.splitlines()
+    assert "hello_console" in console and "answer=42" in console and not console.startswith("{")
+    assert json.loads(as_json)["event"] == "hello_json" and json.loads(as_json)["level"] == "info"
