@@ -7,13 +7,16 @@ memory soak is separate: ``python -m benchmarks.soak``. Figures and their readin
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from . import formation, relay, retrieval
 
 
 def main(argv: list[str]) -> int:
-    quick = "--quick" in argv
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="smaller runs (~4 min instead of ~25)")
+    quick = parser.parse_args(argv).quick
     relay.main(["--quick"] if quick else [])
     retrieval.main(["--quick"] if quick else ["--sizes", "100000"])
     formation.main(["--jobs", "200", "--seconds", "10"] if quick else [])
