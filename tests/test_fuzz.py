@@ -1,4 +1,4 @@
-"""Property-based fuzzing of every endpoint with hypothesis (1,250 generated requests in all).
+"""Property-based fuzzing of every endpoint with hypothesis (1,350 generated requests in all).
 
 With the upstream answering 200 (JSON, or SSE when asked to stream), whatever a client sends:
 the proxy never answers 5xx itself, and every 4xx body is an OpenAI-format error. One app and one
@@ -129,15 +129,23 @@ async def test_fuzzed_raw_chat_bytes(client: Any, outside: Any, raw: bytes, iden
 
 @given(method=st.sampled_from(["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"]),
        path=st.sampled_from(["/v1/models", "/healthz", "/readyz", "/metrics", CHAT, "/v1", "/",
-                             "/v1/chat/completions/", "/v1/embeddings", "/v1/models/fake-model"]),
+                             "/v1/chat/completions/", "/v1/embeddings", "/v1/models/fake-model",
+                             # the management API (docs/MANAGEMENT.md) and the memory browser page
+                             "/api/v1/memories", "/api/v1/memories/search", "/api/v1/memories/nope",
+                             "/api/v1/memories/nope/history", "/api/v1/memories/nope/restore",
+                             "/api/v1/memories/nope/pin", "/api/v1/export", "/api/v1/erase",
+                             "/api/v1/schema/openapi.json", "/memories/", "/memories/app.js"]),
        query=st.text(st.characters(codec="ascii", categories=["L", "N", "P", "S", "Zs"], exclude_characters="#"),
                      max_size=30),
-       raw=st.binary(max_size=100), authorized=st.booleans())
-@settings(max_examples=300, **FUZZ)
+       raw=st.binary(max_size=100) | json_values.map(lambda v: encoded(v, True)),
+       authorized=st.booleans(), identified=st.booleans())
+@settings(max_examples=400, **FUZZ)
 async def test_fuzzed_requests_on_every_endpoint(client: Any, outside: Any, method: str, path: str, query: str,
-                                                 raw: bytes, authorized: bool) -> None:
+                                                 raw: bytes, authorized: bool, identified: bool) -> None:
     outside.routes["chat"].mock(side_effect=upstream_reply)
     headers = {} if authorized else {"authorization": "Bearer nope"}
+    if identified:
+        headers["x-openwebui-user-id"] = USER_A
     response = await client.request(method, f"{path}?{query}", content=raw, headers=headers)
     if method == "HEAD" or response.status_code == 204:  # no body to check
         assert response.status_code < 500
