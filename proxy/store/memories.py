@@ -45,7 +45,10 @@ _MEMORY_COLUMNS = "v.id, v.content, v.created_at, v.stated_at, v.memory_type, co
 # The arms are fused by weighted reciprocal rank fusion, Σ weight/(k + rank); memory/rank.py ranks the result.
 _HYBRID = """
 WITH
-own AS (SELECT count(*) AS n FROM users_vectors WHERE user_id = %(user_id)s AND superseded_at IS NULL),
+few AS (SELECT count(*) < %(cold)s AS cold FROM (  -- cold start: fewer than 5 of their own?
+    SELECT 1 FROM users_vectors WHERE user_id = %(user_id)s AND superseded_at IS NULL LIMIT %(cold)s) own),
+own AS (  -- BM25's collection size, counted only when the text arm runs
+    SELECT count(*) AS n FROM users_vectors WHERE %(use_text)s AND user_id = %(user_id)s AND superseded_at IS NULL),
 vec AS (
     SELECT id, row_number() OVER (ORDER BY distance, id) AS rank FROM (
         SELECT v.id, CASE WHEN vector_dims(v.embedding) = %(dims)s THEN v.embedding <=> %(q)s END AS distance
@@ -53,7 +56,7 @@ vec AS (
         WHERE %(use_vector)s AND v.id = ANY(ARRAY(
             SELECT memory_candidates(%(user_id)s, %(model)s, binary_quantize(%(q)s), %(candidates)s)
             UNION ALL
-            SELECT vector_id FROM global_vectors WHERE %(with_global)s AND (SELECT n FROM own) < %(cold)s
+            SELECT vector_id FROM global_vectors WHERE %(with_global)s AND (SELECT cold FROM few)
         )) AND v.embedding_model = %(model)s
     ) scored WHERE distance IS NOT NULL ORDER BY distance, id LIMIT %(n)s
 ),
