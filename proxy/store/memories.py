@@ -92,7 +92,13 @@ SELECT """ + _MEMORY_COLUMNS + """, f.fused,
        coalesce(txt.matched, 0), (SELECT count(DISTINCT lexeme) FROM terms),
        coalesce(uv.access_count, 0), uv.last_accessed_at, v.embedding
 FROM fused f JOIN vectors v ON v.id = f.id
-LEFT JOIN users_vectors uv ON uv.user_id = %(user_id)s AND uv.vector_id = f.id AND uv.superseded_at IS NULL
+LEFT JOIN LATERAL (
+    -- The user's link (none for a global memory; both arms return active links only), by primary key.
+    -- LIMIT keeps the planner from flattening this into a join, and a superseded_at filter here would
+    -- match the partial per-user indexes: either way it read all the user's links for every row.
+    SELECT pinned, access_count, last_accessed_at FROM users_vectors
+    WHERE user_id = %(user_id)s AND vector_id = f.id LIMIT 1
+) uv ON true
 LEFT JOIN txt ON txt.id = f.id
 WHERE """ + LIVE + """
 ORDER BY f.fused DESC, v.id
