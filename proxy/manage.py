@@ -12,7 +12,7 @@ is a 404, whoever else holds it: nothing tells that another user's id exists.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -130,10 +130,9 @@ def _check_type(memory_type: str) -> str:
 
 def _attributes(services: Services, memory_type: str, stated_at: datetime, old: dict[str, Any] | None = None
                 ) -> FactAttributes:
-    ttl = services.settings.formation.ttl_days.get(memory_type)
     return FactAttributes(memory_type=memory_type, importance=(old or {}).get("importance"),
                           confidence=(old or {}).get("confidence"),
-                          expires_at=stated_at + timedelta(days=ttl) if ttl else None)
+                          expires_at=services.settings.formation.expiry(memory_type, stated_at))
 
 
 async def _embed(services: Services, content: str, stated_at: datetime) -> list[float]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -352,6 +353,11 @@ class FormationSettings:
     min_importance: int = 7
     min_confidence: float = 0.7
     ttl_days: Mapping[str, float | None] = field(default_factory=lambda: _days_per_type(DEFAULT_TTL_DAYS))
+
+    def expiry(self, memory_type: str, stated_at: datetime) -> datetime | None:
+        """When a memory of this type stated then expires (MEMORY_TTL_DAYS); None: never."""
+        ttl = self.ttl_days.get(memory_type)
+        return stated_at + timedelta(days=ttl) if ttl else None
 
 
 @dataclass(frozen=True)

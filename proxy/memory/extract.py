@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Literal, TypeVar
 
 from pydantic import BaseModel, Field
@@ -43,10 +43,9 @@ def keep(facts: list[ExtractedFact], settings: FormationSettings,
     rated = [f for f in facts if f.importance >= settings.min_importance and f.confidence >= settings.min_confidence]
     kept = []
     for text, fact in _cleaned([(f.text, f) for f in rated]):
-        ttl = settings.ttl_days.get(fact.type)
         kept.append((text, FactAttributes(memory_type=fact.type, importance=fact.importance,
                                           confidence=fact.confidence,
-                                          expires_at=said_at + timedelta(days=ttl) if ttl else None)))
+                                          expires_at=settings.expiry(fact.type, said_at))))
     return kept
 
 

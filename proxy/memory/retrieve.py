@@ -72,8 +72,9 @@ async def _in_database(pool: psycopg_pool.AsyncConnectionPool, budget_s: float,
         return await work(conn)
 
 
-async def retrieve_memories(*, pool: psycopg_pool.AsyncConnectionPool, embedder: Embedder, user_id: str, query: str,
-                 settings: RetrievalSettings, vector: list[float] | None = None) -> list[Memory]:
+async def retrieve_memories(*, pool: psycopg_pool.AsyncConnectionPool, embedder: Embedder, user_id: str,
+                            query: str, settings: RetrievalSettings,
+                            vector: list[float] | None = None) -> list[Memory]:
     """The query tier: the user's best memories for `query`, ranked (benchmarks call this directly)."""
     if vector is None:
         async with _phase("embedder", settings.timeout_s):
@@ -103,8 +104,9 @@ async def memories_for_turn(*, pool: psycopg_pool.AsyncConnectionPool, embedder:
             FAIL_OPEN.labels(exc.reason).inc()
             log.warning("retrieval_fallback_recent", reason=exc.reason, error=str(exc))
             return TurnMemories(tiers.always_on, tiers.recent)
-        ranked = await retrieve_memories(pool=pool, embedder=embedder, user_id=user_id, query=query, vector=vector,
-                              settings=replace(settings, timeout_s=_left(started, settings.timeout_s)))
+        ranked = await retrieve_memories(pool=pool, embedder=embedder, user_id=user_id, query=query,
+                                         vector=vector,
+                                         settings=replace(settings, timeout_s=_left(started, settings.timeout_s)))
         if len(tiers.recent) <= settings.inject_all_below:  # all of the user's own, then what search adds
             ranked = _unique([*tiers.recent, *ranked])
         return TurnMemories(tiers.always_on, ranked)
