@@ -58,16 +58,29 @@ def _run_with_services(settings: Settings, work: Callable[[Services], Awaitable[
     return asyncio.run(run())
 
 
+def _storable(raw: str) -> tuple[str, str | None]:
+    """A memory's text as every stored memory is (secrets redacted, trimmed), and why it cannot be stored
+    (empty, or over the 2 KB per-memory limit that the database enforces too), if so."""
+    from .memory.extract import MAX_MEMORY_BYTES
+    from .memory.redact import redact
+
+    text = redact(raw.strip()).text
+    if not text:
+        return text, "the memory text is empty"
+    if len(text.encode()) > MAX_MEMORY_BYTES:
+        return text, f"the memory text is over {MAX_MEMORY_BYTES} bytes"
+    return text, None
+
+
 def _memories_add(settings: Settings, args: argparse.Namespace) -> int:
     from .memory.document import embedding_text
     from .memory.embed import embed_one
-    from .memory.redact import redact
     from .store import memories
 
-    text = redact(" ".join(args.text).strip()).text
+    text, problem = _storable(" ".join(args.text))
     stated_at = datetime.now(UTC)
-    if not text:
-        print("error: the memory text is empty", file=sys.stderr)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
         return 2
 
     async def add(services: Services) -> str:
@@ -88,8 +101,11 @@ def _memories_load_global(settings: Settings, args: argparse.Namespace) -> int:
     """One global memory per non-empty line of FILE (lines starting with # are comments); idempotent."""
     from .store import memories
 
-    lines = [line.strip() for line in Path(args.file).read_text(encoding="utf-8").splitlines()]
-    texts = [line for line in lines if line and not line.startswith("#")]
+    lines = [_storable(line) for line in Path(args.file).read_text(encoding="utf-8").splitlines()]
+    texts = [text for text, problem in lines if not problem and not text.startswith("#")]
+    for number, (_, problem) in enumerate(lines, 1):
+        if problem and problem != "the memory text is empty":
+            print(f"warning: line {number} skipped: {problem}", file=sys.stderr)
 
     async def load(services: Services) -> list[str]:
         vectors = await services.embedder.embed(texts) if texts else []
@@ -148,7 +164,6 @@ IMPORT_EMBED_BATCH = 64
 
 def _memories_import(settings: Settings, args: argparse.Namespace) -> int:
     from .memory.document import embedding_text
-    from .memory.redact import redact
     from .store import transfer
 
     try:
@@ -161,9 +176,15 @@ def _memories_import(settings: Settings, args: argparse.Namespace) -> int:
         print("error: the export names no user: pass --user", file=sys.stderr)
         return 2
     now = datetime.now(UTC)
+    storable = []
     for item in items:
-        item["content"] = redact(item["content"]).text  # as every stored memory: before it is embedded
+        item["content"], problem = _storable(item["content"])  # as every stored memory: before embedding
         item["stated_at"] = item["stated_at"] or now
+        if problem:
+            print(f"warning: skipped ({problem}): {item['content'][:60]!r}", file=sys.stderr)
+        else:
+            storable.append(item)
+    items = storable
 
     async def load(services: Services) -> tuple[int, int]:
         added = skipped = 0

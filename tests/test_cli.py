@@ -74,6 +74,19 @@ def test_memories_add_refuses_empty_text(env: dict, monkeypatch, capsys) -> None
     assert main(["memories", "add", "--user", USER_A, "  "]) == 2
 
 
+def test_memories_add_and_load_global_refuse_text_over_the_size_limit(env: dict, outside: Any, tmp_path: Path,
+                                                                      monkeypatch, capsys) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert main(["memories", "add", "--user", USER_A, "x" * 2049]) == 2
+    assert "over 2048 bytes" in capsys.readouterr().err
+    lines = tmp_path / "global.txt"
+    lines.write_text("User likes tea.\n" + "y" * 3000 + "\n")
+    assert main(["memories", "load-global", str(lines)]) == 0
+    out = capsys.readouterr()
+    assert "1 global memories loaded" in out.out and "line 2 skipped" in out.err
+
+
 async def test_serve_starts_on_the_embedded_database_with_a_generated_key(tmp_path: Path) -> None:
     """The README's run command, as a new user runs it: no DATABASE_URL, no PROXY_API_KEYS."""
     port = free_port()

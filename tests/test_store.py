@@ -120,6 +120,12 @@ async def test_parallel_inserts_of_the_same_text_leave_one_link(database_url: st
     assert len(set(ids)) == 1  # every caller got the one surviving id
 
 
+async def test_the_database_refuses_a_memory_over_2_kb_whatever_the_path(db: Any) -> None:
+    await add_memory(db, USER_A, "x" * 2048)  # at the limit: stored
+    with pytest.raises(psycopg.errors.CheckViolation):
+        await add_memory(db, USER_A, "y" * 2049)
+
+
 async def test_pgvector_runs_on_this_cpu(db: Any) -> None:
     """Full-size float and bit distances (the bundled build dies with SIGILL on CPUs without AVX-512)."""
     a, b = np.linspace(-1, 1, 1024, dtype=np.float32), np.cos(np.arange(1024, dtype=np.float32))

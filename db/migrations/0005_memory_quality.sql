@@ -13,6 +13,9 @@ ALTER TABLE vectors
     ADD COLUMN expires_at timestamptz,
     ADD COLUMN search_text tsvector GENERATED ALWAYS AS (to_tsvector('english', content)) STORED;
 CREATE INDEX vectors_search_text ON vectors USING gin (search_text);
+-- The per-memory size limit (2 KB, proxy/memory/extract.py MAX_MEMORY_BYTES) holds for every path that
+-- stores one; NOT VALID leaves any older, longer row alone.
+ALTER TABLE vectors ADD CONSTRAINT vectors_content_size CHECK (octet_length(content) <= 2048) NOT VALID;
 
 -- What a user does with a fact (per link): pin it (never decays, never expires, always injected), how
 -- often and when it was last injected, and whether it was superseded. A superseded link stays, so the
