@@ -8,8 +8,9 @@ the same process and is stopped (running jobs finished or released) when the app
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -41,12 +42,15 @@ def _unexpected_error(request: Request[Any, Any, Any], exc: Exception) -> Respon
     return Response(openai_error("internal error in memory-proxy", "server_error"), status_code=500)
 
 
-def create_app(settings: Settings, http_client: httpx.AsyncClient | None = None) -> Litestar:
+def create_app(settings: Settings, http_client: httpx.AsyncClient | None = None, *,
+               clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> Litestar:
+    """`clock` says when a turn or an API-created memory is stated; the formation benchmark replays
+    scripted days through it."""
     key_checker = KeyChecker(load_api_keys(settings.server))
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        async with open_services(settings, http_client, wait_for_database=False) as services:
+        async with open_services(settings, http_client, wait_for_database=False, clock=clock) as services:
             app.state.services = services
             stop = asyncio.Event()
             worker_task = None

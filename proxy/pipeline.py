@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import partial
 from typing import Any
 
@@ -193,7 +193,7 @@ async def enqueue_formation(services: Services, user_id: str, payload: dict[str,
 
 async def chat_turn(services: Services, headers: Mapping[str, str], raw: bytes) -> Response[Any]:
     started = time.perf_counter()
-    said_at = datetime.now(UTC)
+    said_at = services.clock()
     body = parse_chat_body(raw)
     user_id = read_user_id(headers, services.settings.server)
     kind = classify(user_id, headers.get(TASK_HEADER), body)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -30,6 +31,7 @@ class Services:
     llm: MemoryLLM
     ready: asyncio.Event  # set once the database answered and is migrated
     outbox: Outbox
+    clock: Callable[[], datetime]  # when a turn or an API-created memory is stated (benchmarks replay days)
     background: set[asyncio.Task[None]] = field(default_factory=set)
 
     def spawn(self, work: Coroutine[Any, Any, None]) -> None:
@@ -80,7 +82,8 @@ async def database(settings: Settings) -> AsyncIterator[str]:
 
 @asynccontextmanager
 async def open_services(settings: Settings, http_client: httpx.AsyncClient | None = None, *,
-                        wait_for_database: bool = True) -> AsyncIterator[Services]:
+                        wait_for_database: bool = True,
+                        clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> AsyncIterator[Services]:
     """Database (migrated), pool, HTTP clients, embedder and memory LLM; all closed on exit.
     A given `http_client` (tests: mocked by respx) is used for every outside call and not closed here.
     With `wait_for_database` false (serve, worker) a database that is down does not stop the start:
@@ -103,8 +106,10 @@ async def open_services(settings: Settings, http_client: httpx.AsyncClient | Non
             outbox, stop_outbox = Outbox(pool, ready), asyncio.Event()
             services = Services(settings=settings, pool=pool, upstream=upstream,
                                 embedder=build_embedder(settings.embedding, clients[0]),
-                                llm=MemoryLLM(settings.memory_llm, clients[0]), ready=ready, outbox=outbox)
+                                llm=MemoryLLM(settings.memory_llm, clients[0]), ready=ready, outbox=outbox,
+                                clock=clock)
             outbox_task = asyncio.create_task(outbox.run(stop_outbox))
+            await services.embedder.warm_up()  # before serving: the first turn retrieves within its budget
             try:
                 yield services
             finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -91,3 +92,27 @@ async def test_build_embedder_picks_local_for_provider_local() -> None:
         embedder = build_embedder(settings.embedding, client)
     assert isinstance(embedder, LocalEmbedder)
     assert embedder.model == MODEL_NAME == settings.embedding.model
+
+
+async def test_the_first_chat_turn_after_start_retrieves_within_its_budget(
+        env: dict, app_factory: Any, outside: Any, db: Any) -> None:
+    """The model loads at start (~0.3 s on 2 cores), not inside the first turn's retrieval budget: with a
+    100 ms budget, a cold first turn would be relayed without its memory (embedder_timeout)."""
+    from litestar.testing import AsyncTestClient
+
+    from proxy.observability import FAIL_OPEN
+    from proxy.store.memories import insert_memory
+    from tests.conftest import PROXY_KEY, USER_A, chat_body, sent_body, system_text, user_headers
+
+    settings = load_settings({**env, "EMBEDDING_PROVIDER": "local", "RETRIEVAL_TIMEOUT_MS": "100",
+                              "RETRIEVAL_INJECT_ALL_BELOW": "0"})
+    fact = "User keeps bees on the roof of their flat."
+    [vector] = await LocalEmbedder().embed([fact])  # another instance: the app's own stays cold until start
+    await insert_memory(db, user_id=USER_A, content=fact, embedding=vector, model=MODEL_NAME)
+    timeouts = FAIL_OPEN.labels("embedder_timeout")._value.get()
+    async with AsyncTestClient(app_factory(settings), base_url="http://proxy.test") as client:
+        response = await client.post("/v1/chat/completions", json=chat_body("How are my bees doing on the roof?"),
+                                     headers={**user_headers(USER_A), "authorization": f"Bearer {PROXY_KEY}"})
+    assert response.status_code == 200
+    assert FAIL_OPEN.labels("embedder_timeout")._value.get() == timeouts
+    assert fact in system_text(sent_body(outside))

@@ -26,6 +26,9 @@ class Embedder(Protocol):
 
     async def embed(self, texts: list[str]) -> list[list[float]]: ...
 
+    async def warm_up(self) -> None:
+        """Load whatever the first call would load, before the first chat turn pays for it."""
+
 
 class HttpEmbedder:
     def __init__(self, settings: EmbeddingSettings, http_client: httpx.AsyncClient) -> None:
@@ -46,6 +49,9 @@ class HttpEmbedder:
         if len(vectors) != len(texts):
             raise MemoryUnavailable("embedder", f"asked {len(texts)} embeddings, got {len(vectors)}")
         return vectors
+
+    async def warm_up(self) -> None:
+        """Nothing to load: a remote API (a warm-up call would cost a request and need the key now)."""
 
 
 def build_embedder(settings: EmbeddingSettings, http_client: httpx.AsyncClient) -> Embedder:
