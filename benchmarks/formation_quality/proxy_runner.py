@@ -1,0 +1,224 @@
+"""Drive the scripted users through a running memory-proxy, over HTTP, as a chat client would.
+
+The proxy runs in this process (`create_app` on uvicorn, its worker in process, the embedded PostgreSQL
+unless a database URL is given) so that its clock can replay each user's days: a turn on day 3 is said
+three days after day 0, and the probe is said now. Everything else is the shipped path: the chat request
+(classify, retrieve, inject, relay, tee, outbox), the durable job, the worker, the management API. The
+upstream is scripted (the same assistant replies for every system compared); the memory LLM is a real
+server (`llm_base_url`) or the scripted fake (each turn's `fake` answer).
+
+Per user: seeds through `POST /api/v1/memories`, each turn through `POST /v1/chat/completions` (streamed)
+and then a wait for its formation job, the active memories through `GET /api/v1/memories`, the audit rows
+from `memory_updates`, and the probe's injected block as the upstream received it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import sys
+import tempfile
+import time
+import uuid
+from contextlib import nullcontext
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+from prometheus_client import REGISTRY
+
+from proxy.app import create_app
+from proxy.observability import configure_logging
+from proxy.settings import load_settings
+
+from .scenarios import Turn, User
+from .scripted import ScriptedChat, serving
+
+API_KEY = "formation-benchmark-key-0123456789"
+JOB_DEADLINE_S = 1800.0  # a job on a slow CPU model, retries with backoff included
+SAME_CHAT_DAYS = 0.5  # turns closer than this belong to one chat: earlier ones are sent as context
+_MEMORY_LINE = re.compile(r'^- \(said [^)]*\) (".*")$', re.MULTILINE)
+
+
+@dataclass
+class Clock:
+    """The proxy's clock: what `now` is for the turn being sent."""
+
+    at: datetime
+
+    def __call__(self) -> datetime:
+        return self.at
+
+
+def injected_texts(request: dict[str, Any]) -> list[str]:
+    """The memory texts of the `<user_memories>` block the proxy put into this upstream request."""
+    system = "\n".join(m.get("content") or "" for m in request.get("messages", [])
+                       if m.get("role") == "system" and isinstance(m.get("content"), str))
+    block = system.split("<user_memories>", 1)[1].split("</user_memories>", 1)[0] if "<user_memories>" in system else ""
+    return [json.loads(quoted) for quoted in _MEMORY_LINE.findall(block)]
+
+
+def _llm_counts() -> dict[str, float]:
+    """Memory-LLM calls and tokens so far (this process's metrics, read through the registry)."""
+    totals = {"calls": 0.0, "prompt": 0.0, "completion": 0.0}
+    for metric in REGISTRY.collect():
+        for sample in metric.samples:
+            if sample.name == "memory_proxy_llm_calls_total":
+                totals["calls"] += sample.value
+            elif sample.name == "memory_proxy_llm_tokens_total":
+                totals[sample.labels["kind"]] += sample.value
+    return totals
+
+
+class ProxyRun:
+    def __init__(self, client: httpx.AsyncClient, conninfo: str, upstream: ScriptedChat,
+                 memory_llm: ScriptedChat | None, clock: Clock) -> None:
+        self.client, self.conninfo, self.upstream, self.memory_llm, self.clock = (
+            client, conninfo, upstream, memory_llm, clock)
+
+    async def user(self, user: User, tag: str) -> dict[str, Any]:
+        user_id = f"{user.id}-{tag}"
+        start = datetime.now(UTC) - timedelta(days=user.probe.day)
+        result: dict[str, Any] = {"id": user.id, "category": user.category, "turns": [], "errors": []}
+        self.clock.at = start
+        for seed in user.seeds:
+            response = await self.client.post("/api/v1/memories", params={"user": user_id},
+                                              json={"content": seed.text, "memory_type": seed.type})
+            if response.status_code not in (200, 201):
+                result["errors"].append(f"seed {seed.text!r}: HTTP {response.status_code} {response.text[:200]}")
+        history: list[dict[str, str]] = []
+        last_day = None
+        for number, turn in enumerate(user.turns, 1):
+            if last_day is None or turn.day - last_day >= SAME_CHAT_DAYS:
+                history = []
+            last_day = turn.day
+            self.clock.at = start + timedelta(days=turn.day)
+            if self.memory_llm:
+                self.memory_llm.say = turn.fake
+            before = _llm_counts()
+            try:
+                await self._chat(user_id, history, turn)
+                seconds = await self._formation_seconds(user_id, number)
+            except Exception as exc:  # noqa: BLE001 - recorded for this user; the run goes on
+                result["errors"].append(f"turn {number}: {type(exc).__name__}: {exc}")
+                seconds = None
+            after = _llm_counts()
+            result["turns"].append({"seconds": seconds, "llm_calls": after["calls"] - before["calls"],
+                                    "prompt_tokens": after["prompt"] - before["prompt"],
+                                    "completion_tokens": after["completion"] - before["completion"]})
+            history += [{"role": "user", "content": turn.user}, {"role": "assistant", "content": turn.assistant}]
+        result["active"] = await self._active(user_id)
+        result["audit_rows"] = await self._audit_rows(user_id)
+        self.clock.at = start + timedelta(days=user.probe.day)
+        await self._chat(user_id, [], user.probe)
+        result["injected"] = injected_texts(self.upstream.requests[-1])
+        await self._formation_seconds(user_id, len(user.turns) + 1)  # its LLM calls are not the next user's
+        return result
+
+    async def _chat(self, user_id: str, history: list[dict[str, str]], turn: Turn) -> None:
+        self.upstream.say = turn.assistant
+        body = {"model": "benchmark", "stream": True,
+                "messages": [*history, {"role": "user", "content": turn.user}]}
+        async with self.client.stream("POST", "/v1/chat/completions", json=body,
+                                      headers={"X-OpenWebUI-User-Id": user_id}) as response:
+            async for _ in response.aiter_bytes():
+                pass
+        if response.status_code != 200:
+            raise RuntimeError(f"chat turn: HTTP {response.status_code}")
+
+    async def _formation_seconds(self, user_id: str, jobs_expected: int) -> float | None:
+        """Wait for the user's jobs to end (done or dead); the last one's time from written to finished."""
+        deadline = time.monotonic() + JOB_DEADLINE_S
+        async with await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True) as conn:
+            while time.monotonic() < deadline:
+                cur = await conn.execute(
+                    "SELECT count(*), count(*) FILTER (WHERE status IN ('queued', 'running')),"
+                    " max(extract(epoch FROM finished_at - created_at)) FILTER (WHERE id = (SELECT max(id)"
+                    "   FROM memory_jobs WHERE user_id = %(u)s)),"
+                    " count(*) FILTER (WHERE status = 'dead')"
+                    " FROM memory_jobs WHERE user_id = %(u)s", {"u": user_id})
+                total, pending, seconds, dead = (await cur.fetchone()) or (0, 0, None, 0)
+                if total >= jobs_expected and not pending:
+                    if dead:
+                        raise RuntimeError(f"{dead} formation job(s) dead")
+                    return float(seconds) if seconds is not None else None
+                await asyncio.sleep(0.05)
+        raise TimeoutError(f"formation job not done after {JOB_DEADLINE_S:.0f} s")
+
+    async def _active(self, user_id: str) -> list[str]:
+        response = await self.client.get("/api/v1/memories", params={"user": user_id, "limit": 200})
+        response.raise_for_status()
+        return [m["content"] for m in response.json()["data"]]
+
+    async def _audit_rows(self, user_id: str) -> int:
+        async with await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True) as conn:
+            cur = await conn.execute("SELECT count(*) FROM memory_updates WHERE user_id = %s", (user_id,))
+            row = await cur.fetchone()
+        return int(row[0]) if row else 0
+
+
+async def run_proxy(users: list[User], *, llm_base_url: str | None, llm_model: str = "local",
+                    llm_mode: str = "json", database_url: str | None = None, log_file: Path | None = None,
+                    extra_env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run `users` through a fresh memory-proxy; return the results in the common format (README)."""
+    data_dir = Path(tempfile.mkdtemp(prefix="formation-bench-"))
+    upstream = ScriptedChat("scripted-upstream")
+    memory_llm = None if llm_base_url else ScriptedChat("scripted-memory-llm")
+    clock = Clock(datetime.now(UTC))
+    started = datetime.now(UTC)
+    async with serving(upstream) as upstream_url, (serving(memory_llm) if memory_llm else nullcontext()) as fake_llm_url:
+        env = {
+            "MEMORY_PROXY_DATA_DIR": str(data_dir),
+            "PROXY_API_KEYS": API_KEY,
+            "UPSTREAM_BASE_URL": f"{upstream_url}/v1",
+            "UPSTREAM_API_KEY": "unused",
+            "EMBEDDING_PROVIDER": "local",
+            "MEMORY_LLM_PROVIDER": "openai",
+            "MEMORY_LLM_BASE_URL": llm_base_url or f"{fake_llm_url}/v1",
+            "MEMORY_LLM_MODEL": llm_model,
+            "MEMORY_LLM_MODE": llm_mode,
+            "MEMORY_LLM_API_KEY": "unused",
+            "LOG_FORMAT": "json",
+            "LOG_USER_IDS": "raw",
+            **({"DATABASE_URL": database_url} if database_url else {}),
+            **(extra_env or {}),
+        }
+        settings = load_settings(env)
+        app = create_app(settings, clock=clock)
+        tag = uuid.uuid4().hex[:6]
+        results = []
+        log = log_file.open("w") if log_file else None
+        stderr = sys.stderr
+        if log:
+            configure_logging("info", "json", user_ids="raw")
+            sys.stderr = log  # the proxy's structlog lines (memory_decision…) go to the log file
+        try:
+            async with serving(app) as proxy_url, httpx.AsyncClient(
+                    base_url=proxy_url, timeout=600, headers={"Authorization": f"Bearer {API_KEY}"}) as client:
+                await _wait_ready(client)
+                run = ProxyRun(client, app.state.services.pool.conninfo, upstream, memory_llm, clock)
+                for user in users:
+                    began = time.monotonic()
+                    results.append(await run.user(user, tag))
+                    seconds = [t["seconds"] for t in results[-1]["turns"] if t["seconds"] is not None]
+                    print(f"proxy {user.id}: {time.monotonic() - began:.1f} s, jobs {seconds}", file=stderr)
+        finally:
+            sys.stderr = stderr
+            if log:
+                log.close()
+    return {"system": "memory-proxy", "llm_base_url": llm_base_url or "scripted fake", "llm_mode": llm_mode,
+            "embedder": settings.embedding.model, "started_at": started.isoformat(),
+            "finished_at": datetime.now(UTC).isoformat(), "users": results}
+
+
+async def _wait_ready(client: httpx.AsyncClient, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if (await client.get("/readyz")).status_code == 200:
+            return
+        await asyncio.sleep(0.1)
+    raise TimeoutError("the proxy did not become ready")
