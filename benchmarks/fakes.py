@@ -51,22 +51,18 @@ def embed(text: str, dims: int) -> list[float]:
     return vec.tolist()
 
 
-_USER_MESSAGE = re.compile(r"<user_message>\n(.*?)\n</user_message>", re.DOTALL)
+_MESSAGE = re.compile(r"<message>\n(.*?)\n</message>", re.DOTALL)
 
 
 def memory_llm_answer(body: dict) -> str | None:
-    """An instant memory LLM (JSON mode) for formation benchmarks: the extraction prompt gets one fact
-    quoting the user's message; the resolution prompt gets no decisions (every fact is then added)."""
+    """An instant memory LLM (JSON mode) for formation benchmarks: the formation call (prompts/
+    extract_turn.md) gets one fact made of the user's own words, so that it passes the evidence check."""
     messages = body.get("messages") or [{}]
-    prompt = str(messages[-1].get("content", ""))
-    if "memory archivist" in prompt:
-        match = _USER_MESSAGE.search(prompt)
-        said = " ".join((match.group(1) if match else "").split()[:12])
-        fact = {"text": f"User said: {said}", "type": "preference", "importance": 8, "confidence": 0.9}
-        return json.dumps({"memories": [fact] if said else []})
-    if "memory curator" in prompt:
-        return json.dumps({"decisions": []})
-    return None
+    match = _MESSAGE.search(str(messages[-1].get("content", "")))
+    if not match:
+        return None
+    said = " ".join(match.group(1).split()[:12])
+    return json.dumps({"facts": [{"fact": f"User said {said}", "type": "preference", "replaces": 0}] if said else []})
 
 
 class FakeUpstream:

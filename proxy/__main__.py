@@ -59,17 +59,11 @@ def _run_with_services(settings: Settings, work: Callable[[Services], Awaitable[
 
 
 def _storable(raw: str) -> tuple[str, str | None]:
-    """A memory's text as every stored memory is (secrets redacted, trimmed), and why it cannot be stored
-    (empty, or over the 2 KB per-memory limit that the database enforces too), if so."""
-    from .memory.extract import MAX_MEMORY_BYTES
-    from .memory.redact import redact
+    """A memory's text as every stored memory is (memory.content), and why it cannot be stored, if so."""
+    from .memory.content import memory_content
 
-    text = redact(raw.strip()).text
-    if not text:
-        return text, "the memory text is empty"
-    if len(text.encode()) > MAX_MEMORY_BYTES:
-        return text, f"the memory text is over {MAX_MEMORY_BYTES} bytes"
-    return text, None
+    content = memory_content(raw)
+    return content.text, content.problem
 
 
 def _memories_add(settings: Settings, args: argparse.Namespace) -> int:

@@ -35,8 +35,7 @@ from .errors import (
 )
 from .memory.document import embedding_text
 from .memory.embed import embed_one
-from .memory.extract import MAX_MEMORY_BYTES
-from .memory.redact import redact
+from .memory.content import MAX_MEMORY_BYTES, memory_content
 from .memory.retrieve import retrieve_memories
 from .pipeline import MAX_USER_ID_LENGTH, read_user_id
 from .schemas import FactAttributes
@@ -112,13 +111,13 @@ class MemoryPatch:
     reason: str | None = None
 
 
-def _clean_content(content: str) -> str:
-    text = redact(content.strip()).text
-    if not text:
+def _clean_content(raw: str) -> str:
+    content = memory_content(raw)
+    if not content.text:
         raise BadRequest("content is empty", param="content", code="empty_content")
-    if len(text.encode()) > MAX_MEMORY_BYTES:
+    if content.problem:
         raise BadRequest(f"content is over {MAX_MEMORY_BYTES} bytes", param="content", code="content_too_long")
-    return text
+    return content.text
 
 
 def _check_type(memory_type: str) -> str:
@@ -206,7 +205,7 @@ async def create_memory(request: Request[Any, Any, Any], user_id: NamedDependenc
     async with services.pool.connection() as conn:
         existing = await memories.find_same_text(conn, user_id, content)
         if existing is None:
-            stated_at = datetime.now(UTC)
+            stated_at = services.clock()
             embedding = await _embed(services, content, stated_at)
             existing = await memories.insert_memory(
                 conn, user_id=user_id, content=content, embedding=embedding, model=services.embedder.model,

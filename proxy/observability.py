@@ -75,9 +75,17 @@ MEMORY_LINKS = Gauge(
 MEMORY_USERS = Gauge("memory_proxy_memory_users", "Users holding at least one memory.")
 DECISIONS = Counter(
     "memory_proxy_decisions_total",
-    "Formation decisions by action (add, replace, refine, ignore). Replacement rate: "
+    "Formation decisions by action (add, replace, refine, ignore, forget). Replacement rate: "
     "rate(…{action=~\"replace|refine\"}) / rate(…); dedup rate: rate(…{action=\"ignore\"}) / rate(…).",
     ["action"],
+)
+FACTS_DROPPED = Counter(
+    "memory_proxy_facts_dropped_total",
+    "Facts the memory LLM returned that were not stored, by reason: not_about_user, request (what the "
+    "user asked for, not what they are), secret, empty, "
+    "too_long, not_one_fact (a paraphrased passage), unsupported (not in the user's own words: invented, "
+    "copied, from a document), repeated, over_cap.",
+    ["reason"],
 )
 JOB_EVENTS = Counter(
     "memory_proxy_jobs_total",

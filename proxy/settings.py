@@ -224,23 +224,20 @@ SPECS: tuple[Spec, ...] = (
     Spec("FORMATION_ENABLED", "true", "Learn from chat turns: enqueue a formation job for every real turn of "
          "an identified user.", _bool),
     Spec("MEMORY_LLM_PROVIDER", "mistral", "`mistral` (mistralai SDK) or `openai` (any OpenAI-compatible "
-         "chat API) for extraction and conflict resolution.", _choice("mistral", "openai")),
-    Spec("MEMORY_LLM_MODEL", "mistral-small-latest", "Model that extracts facts and resolves conflicts."),
+         "chat API) for the formation call.", _choice("mistral", "openai")),
+    Spec("MEMORY_LLM_MODEL", "mistral-small-latest", "Model that reads each turn for new facts about the user."),
     Spec("MEMORY_LLM_BASE_URL", "", "Memory LLM endpoint up to `/v1`. Default: https://api.mistral.ai/v1 "
          "for `mistral`, `UPSTREAM_BASE_URL` for `openai`.", _url),
     Spec("MEMORY_LLM_API_KEY", "", "Memory LLM key. Falls back to `MISTRAL_API_KEY`, then `UPSTREAM_API_KEY`."),
     Spec("MEMORY_LLM_MODE", "tools", "How instructor asks for structured output: `tools`, `json_schema`, "
-         "`json` (JSON object; llama.cpp and most local servers) or `md_json`.",
+         "`json` (a JSON object constrained by the schema: llama.cpp, Ollama and most local servers) or "
+         "`md_json`.",
          _choice("tools", "json_schema", "json", "md_json")),
     Spec("MEMORY_LLM_TIMEOUT", "60", "Seconds one memory-LLM call may take.", _positive_float),
     Spec("FORMATION_SKIP_TRIVIAL", "true", "Skip formation without any LLM call for turns that cannot "
          "hold a fact about the user (greetings, thanks, short or pronoun-free questions).", _bool),
-    Spec("FORMATION_MIN_IMPORTANCE", "7", "Least importance (1–10, rated by the extraction LLM) for a fact "
-         "to be stored.", _int_in(1, 10, "must be an integer from 1 to 10")),
-    Spec("FORMATION_MIN_CONFIDENCE", "0.7", "Least confidence (0–1, rated by the extraction LLM) for a "
-         "fact to be stored.", _fraction),
-    Spec("FORMATION_NEIGHBORS", "5", "Nearest existing memories shown to the LLM per new fact when "
-         "deciding add / replace / refine / ignore.", _positive_int),
+    Spec("FORMATION_NEIGHBORS", "5", "The user's nearest memories shown to the memory LLM with a turn, and "
+         "compared with each new fact to decide add / replace / refine / ignore.", _positive_int),
     # worker
     Spec("WORKER_IN_PROCESS", "true", "Run the formation worker inside `serve`. Set false when running "
          "`memory-proxy worker` as separate processes.", _bool),
@@ -350,8 +347,6 @@ class FormationSettings:
     retry_base_s: float
     lease_s: float
     skip_trivial: bool = True
-    min_importance: int = 7
-    min_confidence: float = 0.7
     ttl_days: Mapping[str, float | None] = field(default_factory=lambda: _days_per_type(DEFAULT_TTL_DAYS))
 
     def expiry(self, memory_type: str, stated_at: datetime) -> datetime | None:
@@ -483,8 +478,6 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             retry_base_s=v["JOB_RETRY_BASE_SECONDS"],
             lease_s=v["JOB_LEASE_SECONDS"],
             skip_trivial=v["FORMATION_SKIP_TRIVIAL"],
-            min_importance=v["FORMATION_MIN_IMPORTANCE"],
-            min_confidence=v["FORMATION_MIN_CONFIDENCE"],
             ttl_days=v["MEMORY_TTL_DAYS"],
         ),
         log=LogSettings(level=v["LOG_LEVEL"], format=v["LOG_FORMAT"], user_ids=v["LOG_USER_IDS"],

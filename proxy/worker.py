@@ -24,14 +24,21 @@ import psycopg
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
-from .memory.document import embedding_text
 from .memory.embed import Embedder
-from .memory.extract import extract_facts, keep
-from .memory.heuristics import trivial_turn
+from .memory.formation import Formation, Turn, form
 from .memory.llm import MemoryLLM
 from .memory.maintain import maintain_if_free
-from .memory.resolve import Candidate, Resolution, resolve
-from .observability import DECISIONS, FORMATION_LATENCY, JOB_EVENTS, JOBS, MEMORY_LINKS, MEMORY_USERS, log
+from .memory.resolve import Resolution
+from .observability import (
+    DECISIONS,
+    FACTS_DROPPED,
+    FORMATION_LATENCY,
+    JOB_EVENTS,
+    JOBS,
+    MEMORY_LINKS,
+    MEMORY_USERS,
+    log,
+)
 from .settings import FormationSettings, MaintenanceSettings
 from .store import jobs, memories
 from .store.scope import user_scope
@@ -54,19 +61,32 @@ async def apply_resolutions(conn: AsyncConnection[Any], job: jobs.Job, resolutio
                             model: str) -> list[dict[str, Any]]:
     """Write the decisions for `job.user_id` (inside the caller's transaction); return them as logged.
 
-    Flip-flop rule: a replace/refine only happens when this statement is strictly newer than the one it
-    replaces; otherwise it is ignored. A target already unlinked by another job makes the fact an add.
+    Flip-flop rule: a replace, refine, forget or restore only happens when this statement is strictly
+    newer than the memory it retires; otherwise it is ignored. A target already retired by another job
+    makes a replacing fact an add (and a forget or restore a no-op).
     """
     applied: list[dict[str, Any]] = []
     for r in resolutions:
         entry: dict[str, Any] = {"fact": r.fact, "action": r.action, "target_id": r.target_id, "reason": r.reason}
-        if r.action in ("replace", "refine") and r.target_id:
+        if r.action in ("replace", "refine", "forget", "restore") and r.target_id:
             stated_at = await memories.lock_linked_statement_time(conn, job.user_id, r.target_id)
             if stated_at is None:
-                entry.update(action="add", target_id=None, reason=f"{r.reason} (target already superseded)")
+                entry.update(action="add" if r.action in ("replace", "refine") else "ignore", target_id=None,
+                             reason=f"{r.reason} (target already retired)")
             elif job.said_at <= stated_at:
                 entry.update(action="ignore", reason="flip-flop rule: the stored memory is not older")
-        if entry["action"] in ("add", "replace", "refine"):
+        if entry["action"] == "forget":
+            await memories.retire_memory(conn, user_id=job.user_id, vector_id=r.target_id or "",
+                                         reason=r.reason, action="forget")
+        elif entry["action"] == "restore":
+            try:
+                async with conn.transaction():  # a savepoint: a conflict leaves nothing half done
+                    await memories.restore_memory(conn, user_id=job.user_id, vector_id=r.restored or "",
+                                                  reason=r.reason)
+                entry["memory_id"] = r.restored
+            except memories.RestoreConflict as exc:
+                entry.update(action="ignore", reason=f"{r.reason} ({exc})")
+        elif entry["action"] in ("add", "replace", "refine"):
             new_id = await memories.add_memory(conn, user_id=job.user_id, content=r.fact, embedding=r.embedding,
                                                model=model, stated_at=job.said_at, attributes=r.attributes)
             if new_id is None:  # the user already holds this exact text (a concurrent job stored it)
@@ -94,37 +114,16 @@ class Worker:
 
     # ------------------------------------------------------------ one job
 
-    async def _form(self, job: jobs.Job) -> tuple[list[Resolution], int]:
-        payload = job.payload
-        facts = keep(await extract_facts(
-            self.llm, today=job.said_at.date().isoformat(),
-            existing=[m["content"] for m in payload.get("retrieved", [])],
-            context=payload.get("context", []), user_message=payload.get("user_message", ""),
-            assistant_reply=payload.get("assistant_reply", "")), self.settings, job.said_at)
-        if not facts:
-            return [], 0
-        vectors = await self.embedder.embed([embedding_text(text, job.said_at) for text, _ in facts])
-        candidates = []
-        async with self.pool.connection() as conn, user_scope(conn, job.user_id):
-            for (fact, attributes), vector in zip(facts, vectors, strict=True):
-                duplicate = await memories.find_same_text(conn, job.user_id, fact)
-                neighbors = [] if duplicate else await memories.search_memories(
-                    conn, user_id=job.user_id, model=self.embedder.model, embedding=vector,
-                    top_k=self.settings.neighbors, min_score=-1.0, include_global=False)
-                candidates.append(Candidate(fact, vector, duplicate, neighbors, attributes))
-        return await resolve(self.llm, candidates), len(facts)
-
     async def process(self, job: jobs.Job) -> str:
         """Run one claimed job to `done`, `queued` (retry later) or `dead`; return that status."""
         started = time.perf_counter()
         context = {"job_id": job.id, "user_id": job.user_id, "attempt": job.attempts,
                    "input_message_length": len(job.payload.get("user_message", ""))}
-        if self.settings.skip_trivial and trivial_turn(job.payload.get("user_message", "")):
-            return await self._skip(job, context, started)
         try:
-            resolutions, extracted = await self._form(job)
+            formation = await form(Turn(job.user_id, job.said_at, job.payload), pool=self.pool,
+                                   embedder=self.embedder, llm=self.llm, settings=self.settings)
             async with self.pool.connection() as conn, user_scope(conn, job.user_id):
-                decisions = await apply_resolutions(conn, job, resolutions, self.embedder.model)
+                decisions = await apply_resolutions(conn, job, formation.resolutions, self.embedder.model)
                 if not await jobs.complete(conn, job_id=job.id, worker_id=self.worker_id):
                     raise LeaseLost(f"job {job.id} was taken over by another worker")
         except LeaseLost as exc:
@@ -139,22 +138,19 @@ class Worker:
             return status
         finally:
             FORMATION_LATENCY.observe(time.perf_counter() - started)
-        JOB_EVENTS.labels("completed").inc()
-        for decision in decisions:
-            DECISIONS.labels(decision["action"]).inc()
-        log.info("memory_decision", **context, status="done", extracted_count=extracted, decisions=decisions,
-                 duration_ms=round((time.perf_counter() - started) * 1000, 1))
+        self._count(formation, decisions)
+        log.info("memory_decision", **context, status="skipped" if formation.skipped else "done",
+                 reason=formation.skipped, extracted_count=formation.extracted, decisions=decisions,
+                 dropped=formation.dropped, duration_ms=round((time.perf_counter() - started) * 1000, 1))
         return "done"
 
-    async def _skip(self, job: jobs.Job, context: dict[str, Any], started: float) -> str:
-        """A trivial turn (memory.heuristics): done without any LLM call."""
-        async with self.pool.connection() as conn, user_scope(conn, job.user_id):
-            if not await jobs.complete(conn, job_id=job.id, worker_id=self.worker_id):
-                return "lease_lost"
-        JOB_EVENTS.labels("skipped").inc()
-        log.info("memory_decision", **context, status="skipped", reason="trivial turn", extracted_count=0,
-                 decisions=[], duration_ms=round((time.perf_counter() - started) * 1000, 1))
-        return "done"
+    @staticmethod
+    def _count(formation: Formation, decisions: list[dict[str, Any]]) -> None:
+        JOB_EVENTS.labels("skipped" if formation.skipped and not decisions else "completed").inc()
+        for decision in decisions:
+            DECISIONS.labels(decision["action"]).inc()
+        for dropped in formation.dropped:
+            FACTS_DROPPED.labels(dropped["why"]).inc()
 
     async def _fail(self, job: jobs.Job, exc: Exception) -> str:
         try:

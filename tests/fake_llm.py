@@ -1,10 +1,11 @@
-"""A scripted memory LLM: answers the extraction and resolution prompts like Mistral or an OpenAI server
-(and any other chat request with a plain "Noted.", so it can stand in for the upstream too).
+"""A scripted memory LLM: answers the formation call like Mistral or an OpenAI server (and any other
+chat request with a plain "Noted.", so it can stand in for the upstream too).
 
-Tests set `extract` (user message → facts) and `resolve` (list of Pending → decisions). It answers in
-tool-call form when the request carries tools (instructor's TOOLS mode) and as JSON content otherwise
-(JSON / JSON_SCHEMA modes). Used as a respx side effect, and served over real HTTP (`asgi_app`) for
-tests that run the worker as a separate process.
+Tests set `extract(message) -> facts`: each fact a string ("User …"), or a dict with `fact`, `type` and
+either `replaces` (a number) or `replaces_text` (the known fact it replaces, turned into that fact's
+number in the prompt, 0 when it is not listed). It answers in tool-call form when the request carries
+tools (instructor's TOOLS mode) and as JSON content otherwise (JSON / JSON_SCHEMA modes). Used as a respx
+side effect, and served over real HTTP (`asgi_app`) for tests that run the worker as a separate process.
 """
 
 from __future__ import annotations
@@ -18,72 +19,46 @@ from typing import Any
 
 import httpx
 
-_USER_MESSAGE = re.compile(r"<user_message>\n(.*?)\n</user_message>", re.DOTALL)
-_FACT = re.compile(r'^\[(\d+)\] New fact: (".*")$')
-_EXISTING = re.compile(r'^\s+Existing: \(id ([^)]+)\) (".*")$')
-
-
-@dataclass
-class Pending:
-    """One fact the resolution prompt asks about, with the existing memories listed under it."""
-
-    index: int
-    fact: str
-    existing: list[tuple[str, str]] = field(default_factory=list)  # (id, text)
-
-
-def parse_resolution_prompt(prompt: str) -> list[Pending]:
-    pending: list[Pending] = []
-    for line in prompt.splitlines():
-        if m := _FACT.match(line):
-            pending.append(Pending(int(m.group(1)), json.loads(m.group(2))))
-        elif (m := _EXISTING.match(line)) and pending:
-            pending[-1].existing.append((m.group(1), json.loads(m.group(2))))
-    return pending
-
-
-def same_or_add(pending: list[Pending]) -> list[dict[str, Any]]:
-    """Default resolution: ignore a fact equal to an existing memory, add anything else."""
-    out = []
-    for p in pending:
-        same = next((i for i, text in p.existing if text.lower() == p.fact.lower()), None)
-        out.append({"candidate": p.index, "action": "ignore" if same else "add", "target_id": same,
-                    "reason": "redundant" if same else "new"})
-    return out
-
-
-def rated(fact: str | dict[str, Any]) -> dict[str, Any]:
-    """An extracted fact as the LLM rates it: tests give bare strings for important, certain facts."""
-    return {"text": fact, "type": "preference", "importance": 8, "confidence": 0.9} if isinstance(fact, str) else fact
+_MESSAGE = re.compile(r"<message>\n(.*?)\n</message>", re.DOTALL)
+_KNOWN = re.compile(r"^\[(\d+)\] (.*)$", re.MULTILINE)
 
 
 def is_memory_prompt(body: dict[str, Any]) -> bool:
-    prompt = str(body["messages"][-1].get("content", ""))
-    return "memory archivist" in prompt or "memory curator" in prompt
+    return bool(_MESSAGE.search(str(body["messages"][-1].get("content", ""))))
+
+
+def known_facts(prompt: str) -> list[str]:
+    """The known facts listed in a formation prompt, in their numbered order."""
+    return [text for _, text in _KNOWN.findall(prompt.split("Message:", 1)[0])]
+
+
+def as_fact(fact: str | dict[str, Any], known: list[str]) -> dict[str, Any]:
+    if isinstance(fact, str):
+        return {"fact": fact, "type": "preference", "replaces": 0}
+    fact = dict(fact)
+    if "replaces_text" in fact:
+        old = fact.pop("replaces_text")
+        fact["replaces"] = known.index(old) + 1 if old in known else 0
+    return {"type": "preference", "replaces": 0, **fact}
 
 
 @dataclass
 class FakeMemoryLLM:
     extract: Callable[[str], list[Any]] = lambda _message: []
-    resolve: Callable[[list[Pending]], list[dict[str, Any]]] = same_or_add
-    malformed: bool = False          # answer with text that is not the requested JSON
+    malformed: bool = False          # answer with text that is not JSON at all
     hang: asyncio.Event | None = None  # hold every answer until this event is set
-    prompts: list[tuple[str, str]] = field(default_factory=list)  # (purpose, prompt)
+    prompts: list[tuple[str, str]] = field(default_factory=list)  # (purpose, the turn's prompt)
 
     def answer(self, body: dict[str, Any]) -> dict[str, Any]:
-        prompt = body["messages"][-1]["content"]
+        prompt = str(body["messages"][-1]["content"])
         if not is_memory_prompt(body):  # a plain chat turn
             return {"id": "cmpl-chat", "object": "chat.completion", "created": 1, "model": body["model"],
                     "choices": [{"index": 0, "message": {"role": "assistant", "content": "Noted."},
                                  "finish_reason": "stop"}]}
-        if "memory archivist" in prompt:
-            purpose = "extract"
-            match = _USER_MESSAGE.search(prompt)
-            data: dict[str, Any] = {"memories": [rated(f) for f in self.extract(match.group(1) if match else "")]}
-        else:
-            purpose = "resolve"
-            data = {"decisions": self.resolve(parse_resolution_prompt(prompt))}
-        self.prompts.append((purpose, prompt))
+        self.prompts.append(("extract", prompt))
+        match = _MESSAGE.search(prompt)
+        known = known_facts(prompt)
+        data = {"facts": [as_fact(f, known) for f in self.extract(match.group(1) if match else "")]}
         arguments = "this is not JSON {" if self.malformed else json.dumps(data)
         if body.get("tools"):
             name = body["tools"][0]["function"]["name"]

@@ -37,14 +37,13 @@ from tests.conftest import (
     free_port,
     user_headers,
 )
-from tests.fake_llm import Pending
 
 DASHBOARD = Path(__file__).resolve().parents[1] / "grafana" / "dashboards" / "memory-proxy.json"
 CHAT = "/v1/chat/completions"
 BUN = "User is a software engineer who uses Bun."  # tests/fixtures/embeddings.json: close to RUNTIME_Q
 RUNTIME_Q = "Which JavaScript runtime should I use for my next project?"
-FORM_MSG = "Let me tell you about myself."
-RETRY_MSG = "One more thing about me."
+FORM_MSG = "Let me tell you about myself: I like tea, I drink coffee now, I live near Berlin with a cat, round"
+RETRY_MSG = "One more thing about me: I play chess, round"
 # Grafana's built-in interval variables, as concrete windows for a 1 s scrape interval and a short test.
 GRAFANA_VARIABLES = {"__rate_interval": "1m", "__interval": "5s", "__range": "5m", "__range_s": "300",
                      "__range_ms": "300000", "__interval_ms": "5000"}
@@ -141,23 +140,6 @@ async def wait_for_scrape_after(prom: httpx.AsyncClient, moment: float) -> None:
             await asyncio.sleep(0.1)
 
 
-def decide(pending: list[Pending]) -> list[dict[str, Any]]:
-    """Resolution script: coffee replaces the tea memory, Paris refines the Berlin one, the rest is added."""
-    out = []
-    for p in pending:
-        tea = next((i for i, text in p.existing if "tea" in text), None)
-        berlin = next((i for i, text in p.existing if "Berlin" in text), None)
-        if "coffee" in p.fact and tea:
-            out.append({"candidate": p.index, "action": "replace", "target_id": tea,
-                        "reason": "User switched to coffee"})
-        elif "Paris" in p.fact and berlin:
-            out.append({"candidate": p.index, "action": "refine", "target_id": berlin,
-                        "reason": "More precise"})
-        else:
-            out.append({"candidate": p.index, "action": "add", "target_id": None, "reason": "new"})
-    return out
-
-
 async def drive_load(phase: int, proxy: httpx.AsyncClient, db: Any, worker: Any, outside: Any,
                      memory_llm: Any) -> None:
     """One round of everything the dashboard shows."""
@@ -166,13 +148,12 @@ async def drive_load(phase: int, proxy: httpx.AsyncClient, db: Any, worker: Any,
     await add_memory(db, hit_user, BUN)
     await add_memory(db, former, tea)
     await add_memory(db, former, berlin)
-    facts = {FORM_MSG: [tea,  # the same text as a memory: ignored without an LLM call
-                        f"User drinks coffee now (round {phase}).",  # replace
-                        f"User lives in Paris (round {phase}).",  # refine
-                        f"User owns a cat (round {phase})."],  # add
+    facts = {FORM_MSG: [tea,  # the same text as a memory: ignored
+                        {"fact": f"User drinks coffee now (round {phase}).", "replaces_text": tea},  # replace
+                        f"User lives near Berlin with a cat (round {phase}).",  # refine (says more)
+                        f"User drinks coffee with a cat (round {phase})."],  # add
              RETRY_MSG: [f"User plays chess (round {phase})."]}
-    memory_llm.extract = lambda message: facts.get(message, [])
-    memory_llm.resolve = decide
+    memory_llm.extract = lambda message: facts.get(message.removesuffix(f" {phase}"), [])
 
     async def ok(*args: Any, **kwargs: Any) -> httpx.Response:
         response = await proxy.post(*args, **kwargs)
@@ -199,10 +180,10 @@ async def drive_load(phase: int, proxy: httpx.AsyncClient, db: Any, worker: Any,
     outside.routes["embeddings"].mock(side_effect=embeddings_reply)
 
     # formation: add / replace / refine / ignore, then one job that fails once and succeeds on retry
-    await ok(CHAT, json=chat_body(FORM_MSG), headers=user_headers(former))
+    await ok(CHAT, json=chat_body(f"{FORM_MSG} {phase}"), headers=user_headers(former))
     await refresh_gauges(worker.pool)  # jobs are queued now: the queue gauge shows them
     assert await worker.run_until_idle() >= 1
-    await ok(CHAT, json=chat_body(RETRY_MSG), headers=user_headers(former))
+    await ok(CHAT, json=chat_body(f"{RETRY_MSG} {phase}"), headers=user_headers(former))
     memory_llm.malformed = True
     [job] = await worker.claim(1)
     assert await worker.process(job) == "queued"  # retried later

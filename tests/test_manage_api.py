@@ -16,7 +16,7 @@ import pytest
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
-from proxy.memory.extract import MAX_MEMORY_BYTES
+from proxy.memory.content import MAX_MEMORY_BYTES
 from proxy.settings import load_settings
 from proxy.store import jobs, keys, memories
 from proxy.store.database import make_pool

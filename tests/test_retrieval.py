@@ -201,26 +201,6 @@ async def test_maintenance_expires_merges_and_prunes_into_the_history(db: Any, d
     assert await memories.count_memories(db, USER_B) == 1 and other_users
 
 
-async def test_formation_skips_trivial_turns_and_keeps_only_important_certain_facts(
-        client: Any, outside: Any, db: Any, worker: Any, memory_llm: Any) -> None:
-    memory_llm.extract = lambda message: [
-        {"text": BUN, "type": "project", "importance": 8, "confidence": 0.9},
-        {"text": "User is thinking about trying Rust.", "type": "preference", "importance": 8, "confidence": 0.5},
-        {"text": "User said hello.", "type": "temporary", "importance": 2, "confidence": 1.0},
-        {"text": "User has a meeting tomorrow.", "type": "temporary", "importance": 7, "confidence": 0.9},
-    ]
-    await client.post(CHAT, json=chat_body("What is the capital of France?"), headers=user_headers(USER_A))
-    await client.post(CHAT, json=chat_body("I use Bun at work, maybe Rust later"), headers=user_headers(USER_A))
-    assert await worker.run_until_idle() == 2
-    assert memory_llm.calls("extract") == 1  # the question never reached the LLM
-    cur = await db.execute(
-        "SELECT v.content, v.memory_type, v.importance, v.expires_at IS NOT NULL FROM users_vectors uv"
-        " JOIN vectors v ON v.id = uv.vector_id WHERE uv.user_id = %s ORDER BY v.content", [USER_A])
-    assert await cur.fetchall() == [("User has a meeting tomorrow.", "temporary", 7, True), (BUN, "project", 8, False)]
-    cur = await db.execute("SELECT count(*) FROM memory_jobs WHERE status = 'done'")
-    assert (await cur.fetchone())[0] == 2
-
-
 def test_per_provider_defaults() -> None:
     local = load_settings(make_env("postgresql://x/y", __import__("pathlib").Path("/tmp"), EMBEDDING_PROVIDER="local",
                                    RETRIEVAL_INJECT_ALL_BELOW="5"))

@@ -1,4 +1,4 @@
-"""Memory formation end to end: chat turn → durable job → extract → resolve → apply → audit → retrieval.
+"""Memory formation end to end: chat turn → durable job → one LLM call → resolve → apply → audit → retrieval.
 
 Real PostgreSQL; the memory LLM is the scripted FakeMemoryLLM behind respx. Tests await the worker
 (`run_until_idle`) instead of sleeping.
@@ -14,7 +14,7 @@ import psycopg
 import pytest
 from structlog.testing import capture_logs
 
-from proxy.observability import DECISIONS, FAIL_OPEN, JOB_EVENTS
+from proxy.observability import DECISIONS, FACTS_DROPPED, FAIL_OPEN, JOB_EVENTS
 from proxy.store import jobs
 from tests.conftest import (
     PROXY_KEY,
@@ -29,7 +29,6 @@ from tests.conftest import (
     system_text,
     user_headers,
 )
-from tests.fake_llm import Pending
 
 CHAT = "/v1/chat/completions"
 BUN_MSG = "I'm a software engineer and I use Bun"
@@ -41,19 +40,6 @@ RUNTIME_Q = "Which JavaScript runtime should I use for my next project?"
 
 def facts_for(message: str) -> list[str]:
     return {BUN_MSG: [BUN], NODE_MSG: [NODE]}.get(message, [])
-
-
-def switch_runtime(pending: list[Pending]) -> list[dict[str, Any]]:
-    """Node replaces Bun; anything else is added."""
-    out = []
-    for p in pending:
-        bun = next((i for i, text in p.existing if text == BUN), None)
-        if p.fact == NODE and bun:
-            out.append({"candidate": p.index, "action": "replace", "target_id": bun,
-                        "reason": "User switched from Bun to Node"})
-        else:
-            out.append({"candidate": p.index, "action": "add", "target_id": None, "reason": "new"})
-    return out
 
 
 async def links(db: Any, user: str) -> list[str]:
@@ -139,8 +125,7 @@ async def test_database_down_mid_run_chat_goes_on_and_the_job_is_written_when_it
 # ---------------------------------------------------------------- the seed 001 §6.2 flow
 
 async def test_learn_replace_and_retrieve(client: Any, outside: Any, db: Any, worker: Any, memory_llm: Any) -> None:
-    memory_llm.extract = facts_for
-    memory_llm.resolve = switch_runtime
+    memory_llm.extract = facts_for  # no `replaces` pointer: the user's "switched from Bun" is enough
     replaced_before = DECISIONS.labels("replace")._value.get()
 
     # 1. A tells a fact → one memory for A alone, one decision line
@@ -152,7 +137,7 @@ async def test_learn_replace_and_retrieve(client: Any, outside: Any, db: Any, wo
     assert line["user_id"] == USER_A and line["input_message_length"] == len(BUN_MSG)
     assert line["extracted_count"] == 1 and line["status"] == "done" and "job_id" in line and "duration_ms" in line
     assert [(d["fact"], d["action"]) for d in line["decisions"]] == [(BUN, "add")]
-    assert memory_llm.calls("resolve") == 0  # nothing to compare with: no second LLM call
+    assert memory_llm.calls("extract") == 1  # one LLM call a turn
 
     # 2. A switches → Bun unlinked for A, Node linked, audited with the reason
     await client.post(CHAT, json=chat_body(NODE_MSG), headers=user_headers(USER_A))
@@ -161,7 +146,7 @@ async def test_learn_replace_and_retrieve(client: Any, outside: Any, db: Any, wo
     assert await links(db, USER_A) == [NODE]
     cur = await db.execute("SELECT o.content, n.content, u.reason, u.user_id FROM memory_updates u"
                            " JOIN vectors o ON o.id = u.old_vector_id JOIN vectors n ON n.id = u.new_vector_id")
-    assert await cur.fetchall() == [(BUN, NODE, "User switched from Bun to Node", USER_A)]
+    assert await cur.fetchall() == [(BUN, NODE, "the user changed it: bun is no longer so", USER_A)]
     [line] = [e for e in logs if e["event"] == "memory_decision"]
     assert line["decisions"][0]["action"] == "replace" and line["decisions"][0]["target_id"]
     assert DECISIONS.labels("replace")._value.get() == replaced_before + 1
@@ -199,12 +184,11 @@ async def test_the_same_fact_in_20_parallel_requests_leaves_one_memory(
 
 async def test_flip_flop_an_older_statement_never_replaces_a_newer_one(
         db: Any, worker: Any, memory_llm: Any) -> None:
-    memory_llm.extract = facts_for
-    memory_llm.resolve = lambda pending: [{"candidate": p.index, "action": "replace",
-                                           "target_id": p.existing[0][0], "reason": "changed"} for p in pending]
+    node_now = "I'm a software engineer and I use Node now"
+    memory_llm.extract = lambda message: [{"fact": BUN, "replaces_text": NODE}] if message == BUN_MSG else [NODE]
     now = datetime.now(UTC)
     # the newer statement (Node, said now) is processed first: nothing to compare with, it is added …
-    await jobs.enqueue(db, user_id=USER_A, said_at=now, payload={"user_message": NODE_MSG})
+    await jobs.enqueue(db, user_id=USER_A, said_at=now, payload={"user_message": node_now})
     await worker.run_until_idle()
     # … then an older one (Bun, said an hour ago) arrives late: the LLM says replace, the rule says no
     await jobs.enqueue(db, user_id=USER_A, said_at=now - timedelta(hours=1), payload={"user_message": BUN_MSG})
@@ -220,7 +204,6 @@ async def test_a_shared_memory_is_unlinked_only_for_the_user_who_changed(
     from proxy.store.memories import link_vector
 
     memory_llm.extract = facts_for
-    memory_llm.resolve = switch_runtime
     bun = await add_memory(db, USER_A, BUN)
     await db.execute("UPDATE vectors SET stated_at = now() - interval '1 day' WHERE id = %s", [bun])
     assert await link_vector(db, USER_B, bun)
@@ -330,7 +313,7 @@ async def test_every_provider_and_mode_forms_memories(env: dict, outside: Any, d
                         settings=settings.formation)
         assert await worker.run_until_idle() == 1
     assert await links(db, USER_A) == [BUN, "User lives in Berlin."]
-    assert memory_llm.calls("extract") == 1 and memory_llm.calls("resolve") == 1  # about two calls a turn
+    assert memory_llm.calls("extract") == 1  # one call a turn, whatever the number of facts
     sent = outside.routes["memory_llm"].calls.last.request
     assert sent.headers["authorization"] == "Bearer llm-secret-key"
     assert ("tools" in json.loads(sent.content)) == (mode == "tools")
@@ -350,7 +333,9 @@ async def test_no_secret_of_the_corpus_is_stored_or_sent_to_the_memory_llm(
 
     worker.settings = replace(worker.settings, skip_trivial=False)  # every sample reaches extraction
     raw_by_seen: dict[str, str] = {}  # what the extraction LLM is shown → the original text
-    memory_llm.extract = lambda seen: [seen, "Remembered verbatim: " + raw_by_seen.get(seen, seen)]
+    memory_llm.extract = lambda seen: [f"User said: {seen}"] + [  # … and the raw sample it came from
+        f"User said verbatim: {raw}" for raw in raw_by_seen.values() if seen[:20] in raw][:1]
+    dropped_before = FACTS_DROPPED.labels("secret")._value.get()
     for sample in POSITIVE:
         outside.routes["chat"].respond(200, json=completion(f"Noted: {sample['text']}"))
         await client.post(CHAT, json=chat_body(sample["text"]), headers=user_headers(USER_A))
@@ -373,4 +358,9 @@ async def test_no_secret_of_the_corpus_is_stored_or_sent_to_the_memory_llm(
     blob = "\n".join(stored)
     leaked = [s["kind"] for s in POSITIVE if any(piece in blob for piece in _pieces(s["secret"], 12))]
     assert leaked == []
-    assert sum("[REDACTED: " in text for text in await links(db, USER_A)) >= len(POSITIVE)
+    # a fact that held a secret is dropped whole ("User's key is [REDACTED]" is worth nothing)
+    assert not any("REDACTED" in text for text in await links(db, USER_A))
+    # a sentence that held a secret never reaches the model (memory.evidence): few samples make a call at
+    # all; the raw secret handed back in each of those is dropped whole
+    calls = memory_llm.calls("extract")
+    assert calls and FACTS_DROPPED.labels("secret")._value.get() - dropped_before == calls

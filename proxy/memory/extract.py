@@ -1,80 +1,93 @@
-"""Step 1 of formation: the new, permanent facts about the user in one chat turn (prompts/extract.md)."""
+"""The one memory-LLM call of a formation job: the new facts of a turn, each with its type and the
+known fact it replaces (prompts/extract.md, then prompts/extract_turn.md).
+
+The fixed instructions are the system message and come first, so that a local server (llama.cpp,
+Ollama) reuses them from its prompt cache; what changes per turn comes last. The reply is read
+leniently: a small model's usual deviations (a bare list, strings instead of objects, another key, an
+unknown type, `"replaces": 5e981234` or `"[2]"`) are mapped onto the schema rather than failing the
+call, because a re-ask at temperature 0 returns the same answer. Only a reply that is not JSON at all
+fails (instructor re-asks once; then the job is retried like any LLM failure).
+"""
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Literal, TypeVar
+import math
+import re
+from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator, model_validator
 
-from ..prompts import render
-from ..schemas import FactAttributes
-from ..settings import FormationSettings
+from ..prompts import load_prompt, render
+from ..settings import MEMORY_TYPES
 from .llm import MemoryLLM
-from .redact import redact
 
-MAX_FACTS_PER_TURN = 10  # per-turn cap on new memories: a runaway extraction cannot flood the store
-MAX_MEMORY_BYTES = 2048  # per-memory size limit (UTF-8); a longer "fact" is dropped, never cut mid-meaning
-
-
-T = TypeVar("T")
-MemoryType = Literal["identity", "preference", "relationship", "project", "context", "temporary"]
+_NUMBER = re.compile(r"\d{1,3}")
+_FACT_KEYS = ("fact", "text", "memory", "content", "statement")
 
 
 class ExtractedFact(BaseModel):
-    """One fact about the user, a standalone third-person sentence, with how it should be kept."""
+    """One new fact about the user."""
 
-    text: str
-    type: MemoryType = "preference"
-    importance: int = Field(default=5, ge=1, le=10, description="1 trivia … 10 essential for every future chat")
-    confidence: float = Field(default=0.5, ge=0, le=1, description="how sure it is a lasting fact")
+    fact: str = Field(description='one short sentence that starts with "User"')
+    type: str = Field(default="preference", description="identity, preference, relationship, project, "
+                                                        "context or temporary")
+    replaces: int = Field(default=0, description="number of the known fact it changes, 0 for none")
+
+    @field_validator("type", mode="before")
+    @classmethod
+    def _known_type(cls, value: Any) -> str:
+        text = str(value).strip().lower()
+        return text if text in MEMORY_TYPES else "preference"
+
+    @field_validator("replaces", mode="before")
+    @classmethod
+    def _small_number(cls, value: Any) -> int:
+        """A listed fact's number, or 0: `inf`, 5e981234, "[2]", null and words all map to a number or 0."""
+        if isinstance(value, bool) or value is None:
+            return 0
+        if isinstance(value, int | float):
+            return int(value) if math.isfinite(value) and value == int(value) and 0 <= value < 1000 else 0
+        match = _NUMBER.search(str(value))
+        return int(match.group()) if match else 0
 
 
 class ExtractedFacts(BaseModel):
-    """New, lasting facts about the user."""
+    """The new lasting facts of the user's message; an empty list when there are none."""
 
-    memories: list[ExtractedFact] = Field(default_factory=list)
+    facts: list[ExtractedFact] = Field(default_factory=list)
 
-
-def keep(facts: list[ExtractedFact], settings: FormationSettings,
-         said_at: datetime) -> list[tuple[str, FactAttributes]]:
-    """The facts worth storing — importance and confidence at their thresholds (seed 003), then cleaned
-    as `clean_facts` says — with the attributes stored beside them (expiry from the type's TTL)."""
-    rated = [f for f in facts if f.importance >= settings.min_importance and f.confidence >= settings.min_confidence]
-    kept = []
-    for text, fact in _cleaned([(f.text, f) for f in rated]):
-        kept.append((text, FactAttributes(memory_type=fact.type, importance=fact.importance,
-                                          confidence=fact.confidence,
-                                          expires_at=settings.expiry(fact.type, said_at))))
-    return kept
+    @model_validator(mode="before")
+    @classmethod
+    def _lenient(cls, value: Any) -> dict[str, list[dict[str, Any]]]:
+        if isinstance(value, dict):
+            items = next((value[k] for k in ("facts", "memories", "new_facts") if k in value), None)
+            if items is None and any(k in value for k in _FACT_KEYS):
+                items = [value]  # one fact, not wrapped in a list
+        else:
+            items = value
+        return {"facts": [fact for item in (items if isinstance(items, list) else []) if (fact := _fact(item))]}
 
 
-def _bullets(lines: list[str]) -> str:
-    return "\n".join(f"- {line}" for line in lines) or "(none)"
+def _fact(item: Any) -> dict[str, Any] | None:
+    """One list item as a fact object, or None when it holds no fact text."""
+    if isinstance(item, str):
+        item = {"fact": item}
+    if not isinstance(item, dict):
+        return None
+    text = next((item[k] for k in _FACT_KEYS if isinstance(item.get(k), str) and item[k].strip()), None)
+    return {**item, "fact": text.strip()} if text else None
 
 
-def clean_facts(facts: list[str]) -> list[str]:
-    """Redacted, trimmed, non-empty, at most MAX_MEMORY_BYTES, without repeats (case and spacing
-    ignored), and at most MAX_FACTS_PER_TURN of them."""
-    return [text for text, _ in _cleaned([(f, f) for f in facts])]
+def _neutral(text: str) -> str:
+    """The user's text with angle brackets replaced: nothing inside it can close or open a prompt tag."""
+    return text.replace("<", "‹").replace(">", "›")
 
 
-def _cleaned(facts: list[tuple[str, T]]) -> list[tuple[str, T]]:
-    seen: set[str] = set()
-    kept: list[tuple[str, T]] = []
-    for fact, item in facts:
-        text = redact(" ".join(fact.split())).text
-        key = text.lower().rstrip(".!")
-        if text and len(text.encode()) <= MAX_MEMORY_BYTES and key not in seen:
-            seen.add(key)
-            kept.append((text, item))
-    return kept[:MAX_FACTS_PER_TURN]
-
-
-async def extract_facts(llm: MemoryLLM, *, today: str, existing: list[str], context: list[str],
-                        user_message: str, assistant_reply: str) -> list[ExtractedFact]:
-    prompt = render("extract.md", today=today, existing_memories=_bullets(existing),
-                    context=_bullets(context), user_message=user_message,
-                    assistant_reply=assistant_reply or "(none)")
-    result = await llm.structured(ExtractedFacts, [{"role": "user", "content": prompt}], purpose="extract")
-    return result.memories
+async def extract_facts(llm: MemoryLLM, *, today: str, known: list[str], before: str,
+                        message: str) -> list[ExtractedFact]:
+    known_lines = "\n".join(f"[{i}] {text}" for i, text in enumerate(known, 1)) or "none"
+    turn = render("extract_turn.md", today=today, known=known_lines, before=_neutral(before) or "none",
+                  message=_neutral(message))
+    result = await llm.structured(ExtractedFacts, [{"role": "system", "content": load_prompt("extract.md")},
+                                                   {"role": "user", "content": turn}], purpose="extract")
+    return result.facts

@@ -44,12 +44,14 @@ def contentless(query: str) -> bool:
     return not found or all(w in _ACKNOWLEDGEMENTS for w in found)
 
 
+def in_first_person(text: str) -> bool:
+    """Has a first-person word ("I", "my", "je", "ich"…), or is in a script whose words we do not list."""
+    if not _LATIN.match(text):
+        return True  # a language whose first-person words we do not list: assume it may
+    return any(w in _FIRST_PERSON or w.split("'")[0] in _FIRST_PERSON for w in words(text))
+
+
 def trivial_turn(user_message: str) -> bool:
     """True when the turn cannot hold a fact about the user (see the module docstring)."""
     text = user_message.strip()
-    if contentless(text):
-        return True
-    if not _LATIN.match(text):
-        return False  # a language whose first-person words we do not list: let the LLM judge
-    found = words(text)
-    return not any(w in _FIRST_PERSON or w.split("'")[0] in _FIRST_PERSON for w in found)
+    return contentless(text) or not in_first_person(text)

@@ -31,6 +31,15 @@ MODES = {
 }
 
 
+def _json_object_with_schema(response_model: type[BaseModel]) -> dict[str, Any]:
+    """`json` mode: the JSON schema inside `response_format`, which llama.cpp (and servers built on it)
+    turn into a grammar, so that even a small model can only answer in the expected shape. Sent through
+    `extra_body`, which the OpenAI SDK merges over the `{"type": "json_object"}` instructor sets; a
+    server that does not know the key ignores it."""
+    return {"extra_body": {"response_format": {"type": "json_object",
+                                               "schema": response_model.model_json_schema()}}}
+
+
 def _usage(completion: Any) -> tuple[int, int]:
     usage = getattr(completion, "usage", None)
     return (int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0))
@@ -49,6 +58,11 @@ class MemoryLLM:
                                             http_client=http_client, max_retries=0)
             self._client = instructor.from_openai(sdk_openai, mode=mode)
 
+    def _constrained(self, response_model: type[BaseModel]) -> dict[str, Any]:
+        if self.settings.provider == "openai" and self.settings.mode == "json":
+            return _json_object_with_schema(response_model)
+        return {}
+
     async def structured(self, response_model: type[Model], messages: list[dict[str, str]], *,
                          purpose: str) -> Model:
         """One structured call; instructor re-asks once when the output does not validate."""
@@ -57,6 +71,7 @@ class MemoryLLM:
                 result, completion = await self._client.create_with_completion(
                     model=self.settings.model, messages=messages,  # type: ignore[arg-type]
                     response_model=response_model, max_retries=1, temperature=0,
+                    **self._constrained(response_model),
                 )
         except Exception as exc:  # timeouts, HTTP errors, invalid output after the re-ask
             LLM_CALLS.labels(purpose, "error").inc()

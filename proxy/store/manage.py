@@ -148,16 +148,7 @@ async def edit_memory(conn: AsyncConnection[Any], user_id: str, vector_id: str, 
 async def delete_memory(conn: AsyncConnection[Any], user_id: str, vector_id: str, reason: str) -> bool:
     """Retire the user's active memory (the vector stays for other users and the history); audited as
     `delete`. False when the user has no such active memory."""
-    async with user_scope(conn, user_id):
-        cur = await conn.execute(
-            "UPDATE users_vectors SET superseded_at = now(), superseded_by = NULL"
-            " WHERE user_id = %s AND vector_id = %s AND superseded_at IS NULL RETURNING vector_id",
-            [user_id, vector_id])
-        found = await cur.fetchone() is not None
-        if found:
-            await memories.audit(conn, user_id=user_id, old_id=vector_id, new_id=None, reason=reason,
-                                 action="delete")
-    return found
+    return await memories.retire_memory(conn, user_id=user_id, vector_id=vector_id, reason=reason, action="delete")
 
 
 _CHAIN = """

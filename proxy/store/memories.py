@@ -211,6 +211,19 @@ async def find_same_text(conn: AsyncConnection[Any], user_id: str, content: str)
     return str(row[0]) if row else None
 
 
+async def replaced_memories(conn: AsyncConnection[Any], user_id: str, limit: int = 20) -> list[tuple[Memory, str]]:
+    """The user's memories that another, still active memory replaced (newest first), each with the id
+    of that replacement: what "I'm back to …" can bring back."""
+    async with in_user_scope(conn, user_id):
+        cur = await conn.execute(
+            f"SELECT {_MEMORY_COLUMNS}, uv.superseded_by FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id"
+            " JOIN users_vectors now ON now.user_id = uv.user_id AND now.vector_id = uv.superseded_by"
+            " WHERE uv.user_id = %s AND uv.superseded_at IS NOT NULL AND now.superseded_at IS NULL"
+            " ORDER BY uv.superseded_at DESC LIMIT %s", [user_id, limit])
+        rows = await cur.fetchall()
+    return [(_memory(row[:-1]), str(row[-1])) for row in rows]
+
+
 async def search_hits(
     conn: AsyncConnection[Any],
     *,
@@ -288,6 +301,21 @@ async def supersede_memory(conn: AsyncConnection[Any], *, user_id: str, old_id: 
             "UPDATE users_vectors SET superseded_by = %s, superseded_at = now()"
             " WHERE user_id = %s AND vector_id = %s AND superseded_at IS NULL", [new_id, user_id, old_id])
         await audit(conn, user_id=user_id, old_id=old_id, new_id=new_id, reason=reason, action=action)
+
+
+async def retire_memory(conn: AsyncConnection[Any], *, user_id: str, vector_id: str, reason: str,
+                        action: str) -> bool:
+    """Retire the user's active memory without a replacement (the vector stays for other users and the
+    history) and audit it as `action` (delete, forget). False when the user has no such active memory."""
+    async with in_user_scope(conn, user_id):
+        cur = await conn.execute(
+            "UPDATE users_vectors SET superseded_at = now(), superseded_by = NULL"
+            " WHERE user_id = %s AND vector_id = %s AND superseded_at IS NULL RETURNING vector_id",
+            [user_id, vector_id])
+        found = await cur.fetchone() is not None
+        if found:
+            await audit(conn, user_id=user_id, old_id=vector_id, new_id=None, reason=reason, action=action)
+    return found
 
 
 async def audit(conn: AsyncConnection[Any], *, user_id: str, old_id: str | None, new_id: str | None,

@@ -1,0 +1,38 @@
+"""A memory's text: one rule for every way in (chat formation, the management API, the CLI).
+
+Whitespace is collapsed, secrets are redacted (memory/redact.py), and a text over MAX_MEMORY_BYTES of
+UTF-8 is refused, never cut mid-meaning (the database enforces the same limit). Formation is stricter:
+a fact that held a secret is dropped whole, since "User's API key is [REDACTED]" is worth nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .redact import redact
+
+_PLACEHOLDER = re.compile(r"\[REDACTED: (\w+)\]")  # what redact() leaves: text that held a secret before
+
+MAX_MEMORY_BYTES = 2048
+MAX_FACTS_PER_TURN = 10  # per-turn cap on new memories: a runaway extraction cannot flood the store
+
+
+@dataclass(frozen=True, slots=True)
+class Content:
+    text: str
+    secrets: tuple[str, ...]  # kinds of secret it held (redacted now, or already when it came in)
+
+    @property
+    def problem(self) -> str | None:
+        """Why it cannot be stored (empty, too long), or None."""
+        if not self.text:
+            return "the memory text is empty"
+        if len(self.text.encode()) > MAX_MEMORY_BYTES:
+            return f"the memory text is over {MAX_MEMORY_BYTES} bytes"
+        return None
+
+
+def memory_content(raw: str) -> Content:
+    redaction = redact(" ".join(raw.split()))
+    return Content(redaction.text, redaction.kinds or tuple(_PLACEHOLDER.findall(raw)))
