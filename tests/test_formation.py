@@ -51,3 +51,46 @@ async def test_a_turn_without_a_first_person_word_makes_no_call_and_only_support
                                     ("User uses Bun at work.", "project", False)]
     assert {why: FACTS_DROPPED.labels(why)._value.get() - n for why, n in dropped.items()} == {
         "unsupported": 1, "not_about_user": 1, "request": 1}
+
+
+def _said_facts(n: int) -> tuple[str, list[str]]:
+    topics = [f"topic{i}" for i in range(n)]
+    return "I like " + ", ".join(topics) + ".", [f"User likes {t}." for t in topics]
+
+
+def test_a_fact_over_the_size_limit_is_dropped_not_cut() -> None:
+    from proxy.memory.content import MAX_MEMORY_BYTES
+    from proxy.memory.evidence import own_words
+    from proxy.memory.extract import ExtractedFact
+    from proxy.memory.formation import _kept
+
+    long_fact = "User likes " + "é" * MAX_MEMORY_BYTES
+    dropped: list[dict[str, str]] = []
+    kept = _kept([ExtractedFact(fact=long_fact), ExtractedFact(fact="User likes tea.")],
+                 own_words("I like tea and " + "é" * MAX_MEMORY_BYTES), [], dropped)
+    assert [text for text, _ in kept] == ["User likes tea."]
+    assert [d["why"] for d in dropped] == ["too_long"]
+
+
+def test_at_most_the_per_turn_cap_is_kept_and_repeats_are_dropped() -> None:
+    from proxy.memory.content import MAX_FACTS_PER_TURN
+    from proxy.memory.evidence import own_words
+    from proxy.memory.extract import ExtractedFact
+    from proxy.memory.formation import _kept
+
+    message, facts = _said_facts(MAX_FACTS_PER_TURN + 3)
+    dropped: list[dict[str, str]] = []
+    kept = _kept([ExtractedFact(fact=f) for f in [facts[0], facts[0].lower(), *facts[1:]]], own_words(message),
+                 [], dropped)
+    assert [text for text, _ in kept] == facts[:MAX_FACTS_PER_TURN]
+    assert [d["why"] for d in dropped] == ["repeated"] + ["over_cap"] * 3
+
+
+def test_a_state_of_the_moment_is_kept_for_a_day_whatever_type_the_model_said() -> None:
+    from proxy.memory.formation import _NOW
+
+    for passing in ("User is exhausted today.", "User has caught a cold.", "User is stuck at the airport.",
+                    "User's flight is delayed.", "User is in bed."):
+        assert _NOW.search(passing), passing
+    for lasting in ("User has migraines.", "User likes cold weather.", "User is a nurse.", "User is vegan."):
+        assert not _NOW.search(lasting), lasting

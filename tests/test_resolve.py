@@ -25,6 +25,8 @@ def memories(*texts: str) -> list[Memory]:
      "replace", "User has a dog."),
     ("User is a backend developer at Spotify.", ["User works in tech."], 1,
      "To be more precise about my job: I'm a backend developer at Spotify.", "replace", "User works in tech."),
+    ("User switched to a Pixel 8.", ["User uses an iPhone 12."], 1, "I switched to a Pixel 8.",
+     "replace", "User uses an iPhone 12."),
     # … and never when they are not (a wrong number, an unknown one, infinity mapped to 0 upstream)
     ("User has a cat.", ["User lives in Berlin."], 1, "I have a cat.", "add", None),
     ("User has a cat.", ["User lives in Berlin."], 42, "I have a cat.", "add", None),

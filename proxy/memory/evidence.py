@@ -60,10 +60,12 @@ _REQUEST = re.compile(r"""(?ix)^\W*(please\s+|pls\s+|now\s+|so\s+)?(
   | rewrite | check | convert | (did|do)\s+you\s+know | have\s+you\s+heard
   | i\s+(need|want|would\s+like|'d\s+like)\s+(a|an|some|help|you|to\s+know) )\b""")
 _FORGET = re.compile(r"""(?ix)
-    \b(?:forget|unlearn|stop\s+remembering|don['’]?t\s+remember|do\s+not\s+remember)\s+
-      (?:(?:about|that|what|everything|all|the\s+fact\s+that)\b\s*)+(?P<a>[^.!?\n]*)
+    ^\W*(?:please\s+|kindly\s+|(?:can|could|would|will)\s+you\s+(?:please\s+)?)?   # a request: "Please forget…"
+      (?:forget|unlearn|stop\s+remembering)\s+(?:about\s+|that\s+|what\s+|everything\s+)*(?P<a>[^.!?\n]*)
+  | \b(?:forget|unlearn|stop\s+remembering|don['’]?t\s+remember|do\s+not\s+remember)\s+   # "…and forget that…"
+      (?:(?:about|that|what|everything|all|the\s+fact\s+that)\b\s*)+(?P<b>[^.!?\n]*)
   | \b(?:delete|remove|erase|drop|clear)\s+(?:what\s+you\s+(?:know|remember)|the\s+memory|your\s+memory
-      |(?:it\s+)?from\s+(?:your\s+)?memory|that\s+memory|everything\s+you\s+know)\b\s*(?:about|of|that)?\s*(?P<b>[^.!?\n]*)
+      |(?:it\s+)?from\s+(?:your\s+)?memory|that\s+memory|everything\s+you\s+know)\b\s*(?:about|of|that)?\s*(?P<c>[^.!?\n]*)
 """)
 _PEOPLE = frozenset("""
 brother brothers sister sisters mother mom mum father dad parents parent wife husband partner girlfriend
@@ -255,5 +257,5 @@ def forget_target(said: OwnWords) -> tuple[str, str] | None:
     for sentence in said.sentences:
         match = _FORGET.search(sentence)
         if match:
-            return sentence, (match.group("a") or match.group("b") or "").strip(" ,;:")
+            return sentence, next((g for g in match.groups() if g), "").strip(" ,;:")
     return None

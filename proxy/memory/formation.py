@@ -29,7 +29,7 @@ from ..schemas import FactAttributes, Memory
 from ..settings import FormationSettings
 from ..store import memories
 from ..store.scope import user_scope
-from .content import MAX_FACTS_PER_TURN, memory_content
+from .content import MAX_FACTS_PER_TURN, Content, memory_content
 from .document import embedding_text
 from .embed import Embedder, embed_one
 from .evidence import OwnWords, content_stems, forget_target, own_words, supported, words
@@ -38,19 +38,22 @@ from .heuristics import in_first_person, trivial_turn
 from .llm import MemoryLLM
 from .resolve import Resolution, decide
 
+BEFORE_CHARS = 300  # of the assistant's previous message, shown for reference (answers to its question)
+LONG_MESSAGE_CHARS = 400  # past this, the model reads only the sentences in the first person
+MAX_FACT_WORDS = 24  # a longer "fact" is a paraphrased passage, not one fact
+FORGET_CANDIDATES = 10
+
 _ABOUT_USER = re.compile(r"^(the\s+)?user\b", re.I)
-# A state of the moment: kept as `temporary` (one day), whatever type the model gave it.
-_NOW = re.compile(r"""(?ix)\b(today|tonight|right\s+now|at\s+the\s+moment|this\s+(morning|afternoon|evening)
-  |is\s+(stuck|waiting|on\s+(the|their|his|her)\s+way)|delayed)\b""")
 # What the user asked for, not what they are: "User asks how to…", "User should pack…".
 _REQUEST_FACT = re.compile(r"(?i)^user\s+(asks|asked|is\s+asking|wants\s+to\s+know|wonders|requests|should|"
                            r"needs\s+(help|to\s+know)|would\s+like\s+(help|to\s+know))\b")
-BEFORE_CHARS = 300  # of the assistant's previous message, shown for reference (answers to its question)
-FORGET_CANDIDATES = 10
+# A state of the moment: kept as `temporary` (one day), whatever type the model gave it. A time word, or
+# a passing condition ("has a cold", "is tired"; "has migraines" or "likes cold weather" are not).
+_NOW = re.compile(r"""(?ix)\b(today|tonight|right\s+now|at\s+the\s+moment|this\s+(morning|afternoon|evening)|delayed
+  |(has|have|caught|got)\s+(a\s+)?(cold|flu|fever|headache|migraine|hangover|jet\s?lag)
+  |is\s+(sick|ill|tired|exhausted|sleepy|hungry|bored|in\s+bed|stuck|waiting|on\s+(the|their|his|her)\s+way))\b""")
 _BACK_TO = re.compile(r"(?i)\bback\s+to\b")
-LONG_MESSAGE_CHARS = 400  # past this, the model reads only the sentences in the first person
 _SINGULAR_SELF = frozenset("i i'm i've i'd i'll me my mine myself".split())
-MAX_FACT_WORDS = 24  # a longer "fact" is a paraphrased passage, not one fact
 
 
 @dataclass
@@ -79,9 +82,7 @@ async def form(turn: Turn, *, pool: AsyncConnectionPool, embedder: Embedder, llm
         sentence, what = forget
         formation.resolutions += await _forgotten(turn, what, pool=pool, embedder=embedder)
         said = OwnWords(tuple(s for s in said.sentences if s != sentence), said.english)
-    back = _BACK_TO.search(said.statements)
-    if back:
-        formation.resolutions += await _brought_back(turn, said, pool=pool)
+    formation.resolutions += await _brought_back(turn, said, pool=pool)
     if not said.text or (settings.skip_trivial and trivial_turn(said.text)):
         formation.skipped = "no statement" if forget else "trivial turn"
         return formation
@@ -114,27 +115,38 @@ async def form(turn: Turn, *, pool: AsyncConnectionPool, embedder: Embedder, llm
 
 def _kept(facts: list[ExtractedFact], said: OwnWords, known: list[Memory],
           dropped: list[dict[str, str]]) -> list[tuple[str, ExtractedFact]]:
-    """The facts worth storing, cleaned; each one left out is added to `dropped` with a reason code
-    (memory_proxy_facts_dropped_total{reason}): not_about_user, request, secret, empty, too_long,
-    not_one_fact, unsupported, repeated, over_cap."""
+    """The facts worth storing, cleaned; each one left out is added to `dropped` with its reason."""
     kept: list[tuple[str, ExtractedFact]] = []
-    seen: set[str] = set()
     known_texts = [m.content for m in known]
     for fact in facts:
         content = memory_content(_ABOUT_USER.sub("User", fact.fact.strip(), count=1))
-        key = content.text.lower().rstrip(".!")
-        why = ("empty" if not content.text else "not_about_user" if not _ABOUT_USER.match(content.text)
-               else "request" if _REQUEST_FACT.match(content.text)
-               else "secret" if content.secrets else "too_long" if content.problem
-               else "not_one_fact" if len(content.text.split()) > MAX_FACT_WORDS
-               else "unsupported" if not supported(content.text, said, known_texts)
-               else "repeated" if key in seen else "over_cap" if len(kept) >= MAX_FACTS_PER_TURN else None)
+        why = _why_not(content, said, known_texts, [text for text, _ in kept])
         if why:
             dropped.append({"fact": fact.fact[:200], "why": why})
         else:
-            seen.add(key)
             kept.append((content.text, fact))
     return kept
+
+
+def _why_not(content: Content, said: OwnWords, known: list[str], kept: list[str]) -> str | None:
+    """Why a fact is not stored (memory_proxy_facts_dropped_total{reason}), or None to keep it."""
+    if not content.text:
+        return "empty"
+    if not _ABOUT_USER.match(content.text):
+        return "not_about_user"
+    if _REQUEST_FACT.match(content.text):
+        return "request"
+    if content.secrets:
+        return "secret"
+    if content.problem:
+        return "too_long"
+    if len(content.text.split()) > MAX_FACT_WORDS:
+        return "not_one_fact"
+    if not supported(content.text, said, known):
+        return "unsupported"
+    if content.text.lower().rstrip(".!") in {k.lower().rstrip(".!") for k in kept}:
+        return "repeated"
+    return "over_cap" if len(kept) >= MAX_FACTS_PER_TURN else None
 
 
 async def _nearest(user_id: str, text: str, *, pool: AsyncConnectionPool, embedder: Embedder,
@@ -161,6 +173,8 @@ async def _forgotten(turn: Turn, what: str, *, pool: AsyncConnectionPool,
 async def _brought_back(turn: Turn, said: OwnWords, *, pool: AsyncConnectionPool) -> list[Resolution]:
     """ "I'm back to tabs": the newest of the user's replaced memories that their words restate (two thirds
     of its content words), brought back over what replaced it. "Back to work" restates no memory."""
+    if not _BACK_TO.search(said.statements):
+        return []
     stated = set(content_stems(said.statements))
     async with pool.connection() as conn:
         replaced = await memories.replaced_memories(conn, turn.user_id)

@@ -131,11 +131,12 @@ def _richer(fact: str, memory: str) -> bool:
 
 def _pointer_holds(fact: str, memory: str, said: Evidence, statements: str) -> bool:
     """The model's `replaces` counts when the two facts are related, when the user's words name
-    everything the old one says ("My dog is a beagle called Max" for "User has a dog"), or when they are
-    about the same kind of thing (home, job); never for an unrelated memory ("User has a cat" does not
+    everything the old one says ("My dog is a beagle called Max" for "User has a dog"), when they are
+    about the same kind of thing (home, job), or when the new fact itself says something changed ("User
+    switched to a Pixel 8": two signals agree); never for an unrelated memory ("User has a cat" does not
     replace "User lives in Berlin")."""
     old = _stems(memory)
-    return (related(fact, memory) or (bool(old) and old <= said.stems)
+    return (related(fact, memory) or (bool(old) and old <= said.stems) or bool(_CHANGED.search(fact))
             or any(kind.search(memory) and kind.search(statements) for kind in _KINDS.values()))
 
 
