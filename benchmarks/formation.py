@@ -2,11 +2,10 @@
 
     python -m benchmarks.formation [--jobs 1000] [--seconds 60] [--concurrency 8]
 
-Against an instant fake memory LLM and embedder (benchmarks.fakes, JSON mode: one fact per message;
-resolution answers nothing, so facts are added):
+Against an instant fake memory LLM and embedder (benchmarks.fakes, JSON mode: one fact per message,
+in the user's words, so it is kept and resolved against the user's neighbours):
 
-1. Throughput: `--jobs` jobs (20 users, distinct messages, so most jobs compare against neighbours and
-   cost two LLM calls) are written to the queue, then one `memory-proxy worker` (pinned to core 1)
+1. Throughput: `--jobs` jobs (20 users, distinct messages; one LLM call each) are written to the queue, then one `memory-proxy worker` (pinned to core 1)
    drains it; jobs/s = jobs / time from the first job finished to the last (start-up excluded).
 2. Sustained load: a memory-proxy with its in-process worker serves streaming chat turns of 20
    identified users at `--concurrency` for `--seconds` (each turn writes a job); the queue depth is

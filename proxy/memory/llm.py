@@ -9,6 +9,7 @@ Any failure becomes `MemoryUnavailable("llm")`: the worker retries the job with 
 from __future__ import annotations
 
 import asyncio
+from functools import cache
 from typing import Any, TypeVar
 
 import httpx
@@ -31,6 +32,7 @@ MODES = {
 }
 
 
+@cache  # pydantic builds a model's JSON schema anew on every call (~2 ms)
 def _json_object_with_schema(response_model: type[BaseModel]) -> dict[str, Any]:
     """`json` mode: the JSON schema inside `response_format`, which llama.cpp (and servers built on it)
     turn into a grammar, so that even a small model can only answer in the expected shape. Sent through
