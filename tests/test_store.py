@@ -144,3 +144,13 @@ def test_the_bundled_pgvector_is_replaced_only_when_this_cpu_cannot_run_it(tmp_p
     assert not needs_rebuild(tmp_path / "missing.so", frozenset())
     assert not needs_rebuild(other, None)  # no /proc/cpuinfo: nothing to judge by
     assert BUNDLED_NEEDS >= {"avx512f", "avx512_vpopcntdq"}
+
+
+async def test_a_secret_in_an_audit_reason_is_redacted(db: Any) -> None:
+    """The management API stores a free-text reason (PATCH body, DELETE ?reason=): never a secret in it."""
+    from proxy.store.memories import audit
+
+    await audit(db, user_id=USER_A, old_id=None, new_id=None, action="edit",
+                reason="typo; my new wifi password is Hx7-kP2q9zLm")
+    cur = await db.execute("SELECT reason FROM memory_updates WHERE user_id = %s", [USER_A])
+    assert await cur.fetchall() == [("typo; my new wifi password is [REDACTED: password]",)]

@@ -122,7 +122,7 @@ def _kept(facts: list[ExtractedFact], said: OwnWords, known: list[Memory],
         content = memory_content(_ABOUT_USER.sub("User", fact.fact.strip(), count=1))
         why = _why_not(content, said, known_texts, [text for text, _ in kept])
         if why:
-            dropped.append({"fact": fact.fact[:200], "why": why})
+            dropped.append({"fact": content.text[:200], "why": why})  # redacted: it is logged
         else:
             kept.append((content.text, fact))
     return kept

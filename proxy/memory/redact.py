@@ -8,31 +8,51 @@ random-looking value after a key/token/secret/credentials word).
 Library: Yelp's detect-secrets (pure Python, offline, maintained), for its vendor formats we would rather not
 hand-keep (GitLab, SendGrid, Twilio, Mailchimp, PyPI, npm, Azure, Discord, Telegram, ...). Only its
 `analyze_string` is used, so nothing is ever verified over the network. Our own patterns cover what it misses
-or matches too narrowly: sk-proj-/sk-ant-, github_pat_, whole PEM blocks, Luhn-checked cards, connection
-strings, "my password is X".
+or matches too narrowly: sk-proj-/sk-ant-, github_pat_, prefixes it has no plugin for (Hugging Face hf_,
+Google OAuth GOCSPX-, Groq, Replicate, xAI, Perplexity, npm_, ...), bare Mistral keys, AWS secret keys after
+their key id, whole PEM and PuTTY key blocks, Luhn-checked cards, connection strings, and passwords, PINs and
+passphrases stated in English, German, French, Spanish, Italian or Polish.
 
 Decisions:
 - Connection strings (any `scheme://user:password@host`): only the password goes; scheme, user, host, port
   and path stay ("postgres://app:[REDACTED: connection_string]@db:5432/app" is still a useful fact).
-- PEM private keys: the whole BEGIN…END block, or everything after BEGIN if END is missing. Public keys and
-  certificates are not secrets and stay.
-- Bare hex/base64 strings (git commit hashes short or long, UUIDs, checksums) stay: a value is redacted only
-  when its format is a known credential or a key/token/secret/password word introduces it.
-- Passwords in prose ("wifi password is X", "password: X", "changed my password to X", "pw is X"): only the
-  value goes. A stop-list ("is required", "is written on...") keeps ordinary sentences intact. Passphrases and
-  seed phrases lose the rest of the clause.
-- Cards: 13-19 digits, run together or grouped like a card (4-4-4-4[-3], 4-6-5, 4-6-4), Luhn-valid, first
-  digit 2-6 (a 2 only for Mastercard's 2221-2720). Phone numbers, IBANs, timestamps, order numbers don't fit.
+- Private keys: a PEM key's whole BEGIN…END block, or everything after BEGIN if END is missing; a PuTTY .ppk
+  from its header to Private-MAC (or to the end), if it has Private-Lines. Public keys and certificates stay.
+- AWS secret access keys (40 characters) go when "aws … secret" or an access key id (AKIA…, ASIA…) comes just
+  before them and they look random (mixed case), so a commit hash after a key id stays.
+- Bare 32-character keys (Mistral's format, the default provider): exactly 32 ASCII letters and digits, mixed
+  case, broken up by capitals and digits as no identifier is ("getUserAccountSettings2FAEnabled" stays), and
+  not base64 of plain text. Hex digests have one case and stay. About 1 random key in 5,000 looks too tame and
+  is missed, unless a key word introduces it.
+- Other bare hex/base64 strings (git commit hashes short or long, UUIDs, checksums) stay: a value is redacted
+  only when its format is a known credential or a key/token/secret/password word introduces it.
+- Passwords in prose ("wifi password is X", "password: X", "changed my password to X", "Passwort lautet X",
+  "mot de passe : X", "mi contraseña es X", "la mia password è X", "hasło to X", "I use X as my password"):
+  only the value goes. A stop-list per language ("is required", "ist zu kurz", "est trop court"), lower-case
+  -ed/-ing words after "is" ("is expiring") and French participles ("est bloqué") keep ordinary sentences
+  intact. Three or more plain words to the end of the clause, none a grammar or stop word, are a passphrase
+  and go whole ("my password is correct horse battery staple": a stop word may lead). Where the word is often
+  not about passwords ("pass", Spanish "clave") the value must look like one (6+ characters with a digit, a
+  symbol or an inner capital: "my bus pass is valid" stays); so must the password of a user/password pair
+  ("login alice / hunter2": letters and a digit or symbol). Passphrases and seed phrases lose the rest of the
+  clause.
+- Cards: 13-19 digits, run together or grouped like a card by spaces, dashes or dots (4-4-4-4[-3], 4-6-5,
+  4-6-4), Luhn-valid, first digit 2-6 (a 2 only for Mastercard's 2221-2720). Phone numbers, IBANs, timestamps,
+  order numbers don't fit.
 - Overlapping hits merge into one placeholder. `kinds` lists each kind once, in order of first appearance.
   Redacting the output again changes nothing.
 
-Speed (measured on the 2-core dev box, Python 3.11): about 0.16 ms for a 2 KB fact of plain prose, 0.2 ms for
-2 KB with six secrets, 0.02 ms for a 100-character fact. Importing detect-secrets (which pulls in requests)
-takes about 0.1 s, once.
+Speed (measured on the 2-core dev box, Python 3.11): about 0.11 ms for a 2 KB fact of plain prose, 0.2 ms for
+2 KB of look-alikes (hashes, numbers, talk about passwords and keys) and 0.21 ms for 2 KB with six secrets,
+0.016 ms for a 100-character fact. A rule runs only when one of its trigger words occurs; the always-needed
+scans (cards, bare keys) look for runs in the translated bytes first. Importing detect-secrets (which pulls in
+requests) takes about 0.1 s, once.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import math
 import re
 from collections import Counter
@@ -88,6 +108,19 @@ def _looks_random(value: str) -> bool:
             and (mixed_case or digits >= 0.2 * len(value)))
 
 
+def _random_key(value: str) -> bool:
+    """Mixed case, and broken up as no name is: a third of its characters are capitals, digits or symbols, or
+    letters right after one (a random 32-character key: ~20; "getUserAccountSettings2FAEnabled": 7). Hex
+    digests have one case; base64 of plain text is not a key."""
+    breaks = sum(not (b.islower() and a.isalpha()) for a, b in zip(value, value[1:]))
+    if value.lower() == value or value.upper() == value or breaks < len(value) // 3:
+        return False
+    try:
+        return not base64.b64decode(value, validate=True).decode("ascii").isprintable()
+    except (binascii.Error, UnicodeDecodeError):
+        return True
+
+
 def _card(value: str) -> bool:
     """Luhn-valid, and a card starting with 2 is a 16-digit Mastercard 2221-2720 (not a 2017… timestamp)."""
     digits = [int(c) for c in value if c.isdigit()]
@@ -102,27 +135,87 @@ def _card(value: str) -> bool:
     return total % 10 == 0
 
 
-# Not a credential when it is the first word after "password is" (so "the password is required" stays),
-# nor is a lower-case word ending in -ed or -ing ("was leaked", "is expiring").
-_STOP = (r"(?:[a-z]+(?:ed|ing)|(?i:a|an|the|not|no|also|my|your|his|her|their|our|its|this|that|same"
-         r"|different|kept|written|set|reset|wrong|incorrect|correct|weak|strong|secure|long|short|too|very"
-         r"|easy|hard|simple|complex|unknown|hidden|in|on|at|under|with|from|for|of|to|by|and|or|empty|blank"
-         r"|case|be))\b")
+# Not a credential when it is the first word after "password is" ("the password is required", "ist falsch",
+# "est trop court", "jest za krótkie").
+_STOP = (r"(?:(?i:a|an|the|not|no|also|my|your|his|her|their|our|its|this|that|same|different|kept|written"
+         r"|set|reset|wrong|incorrect|correct|weak|strong|secure|long|short|too|very|easy|hard|simple|complex"
+         r"|unknown|hidden|in|on|at|under|with|from|for|of|to|by|and|or|empty|blank|case|be|it|one|now|still"
+         r"|nicht|kein|zu|falsch|richtig|sicher|unsicher|schwach|stark|leer|abgelaufen|geheim|ein|eine"
+         r"|der|die|das|mein|meine|dein|sehr|auch|noch|jetzt|immer|gleich|lang|kurz|seit|mit|ohne|bei|für"
+         r"|von|auf|im|am|gültig|ungültig|gesperrt|geändert|gespeichert"
+         r"|trop|pas|faux|vide|le|la|les|un|une|mon|ma|ton|très|aussi|toujours|maintenant|sur|dans|même"
+         r"|depuis|avec|pour|chez|en|valide|invalide"
+         r"|demasiado|muy|el|mi|tu|incorrecta|correcta|segura|débil|vacía|también|olvidada|caducada|igual"
+         r"|ahora|desde|con|sin|para|hasta|válida|inválida|errónea|misma"
+         r"|troppo|non|il|lo|mia|tua|sbagliata|corretta|scaduta|scaduto|molto|anche|vuota|debole|dimenticata"
+         r"|sul|uguale|ora|ancora|stata|stato|bloccata|cambiata|valida|errata"
+         r"|za|nie|zbyt|złe|błędne|poprawne|bardzo|też|moje|twoje|puste|słabe|krótkie|długie|takie"
+         r"|nieprawidłowe|prawidłowe|ważne|nieważne|zmienione|zablokowane))\b")
+# Grammar words: a run of words without any, after "password is", is a passphrase, not a sentence.
+_FUNC = (r"(?i:a|an|the|and|or|but|nor|so|yet|for|to|of|in|on|at|by|with|from|into|than|then|as|is|are"
+         r"|was|were|be|been|am|do|does|did|has|have|had|can|will|would|should|must|not|no|too|very|also"
+         r"|just|only|still|now|again|already|always|never|ever|soon|today|yesterday|really|quite|rather"
+         r"|pretty|since|because|until|while|when|where|which|who|that|this|these|those|it|its|my|your|his"
+         r"|her|our|their|me|him|us|them|i|you|he|she|we|they|same|something|anything|nothing|everything"
+         r"|else|here|there|all|any|some|each|every|more|most|less|much|many|enough|if"
+         r"|und|oder|aber|mit|seit|mehr|der|die|das|den|dem|ein|eine|et|ou|mais|avec|depuis|plus|le|la|les"
+         r"|un|une|du|des|que|qui|y|o|pero|con|desde|el|los|las|del|al|e|ma|più|da|il|lo|che|di|ale|lub"
+         r"|już|dla|że)\b")
+_PHRASE_WORD = r"(?!" + _FUNC + r"|" + _STOP + r")[A-Za-z]+"
+_PHRASE = (  # 3+ plain words to the clause's end, maybe after a stop word ("correct horse battery staple")
+    r"(?P<p>(?:(?!" + _FUNC + r")[A-Za-z]+ +)?" + _PHRASE_WORD + r"(?: +" + _PHRASE_WORD
+    + r"){2,6})(?=[ \t]*(?:[.,;:!?)\n]|$))")
 _NOT_REDACTED = r"(?![\"'`]?\[REDACTED)"
 _QUOTED = r"\"(?P<dq>[^\"\n]{1,128})\"|'(?P<sq>[^'\n]{1,128})'|`(?P<bq>[^`\n]{1,128})`"
 _WORD = r"[^\s\"'`]*[^\s\"'`.,;:)]"  # one token, trailing sentence punctuation left out
-_TARGET = r"(?:\s+(?:for|to|of|on|at)\s+[^.,;:!?\n\"'\[\]]{1,40}?)?"  # "password for my Netflix account"
-_SEP = (r"(?:\s*(?::=|[:=])\s*|\s+(?:is|was)(?:\s+(?:now|still))?(?:\s*:)?\s+"  # "is", "is now:", "="
+_STRONG = (r"(?=[^\s\"'`]{6})"  # 6+ characters with a digit, a symbol or a capital inside: "Hunter22!x"
+           r"(?=[^\s\"'`]*(?:[\d!@#$%^&*+=~_]|[^\s\"'`][A-Z]))")
+_TARGET = (  # "password for my Netflix account", "Passwort für das WLAN", "hasło do wifi"
+    r"(?:\s+(?:for|to|of|on|at|f[üu]r|vo[mn]|zu[mr]|beim?|du|de|des|pour|del|para|della?|dello|di|per|do|od"
+    r"|na)\s+[^.,;:!?\n\"'\[\]]{1,40}?)?")
+_SEP = (r"(?:(?:\s*(?::=|[:=])\s*|\s+(?:is|was)(?:\s+(?:now|still))?(?:\s*:)?\s+)"
+        r"(?![a-z]+(?:ed|ing)\b)"  # then not a lower-case -ed/-ing word: "was leaked", "is expiring"
+        r"|\s+(?:ist|lautet|war|est|était|c'est|es|era|è|e'|é)"  # de, fr, es, it
+        r"(?:\s+(?:jetzt|noch|maintenant|toujours|ahora|ora|ancora))?(?:\s*:)?\s+"
+        r"(?![a-zàâçéèêîôû]+é(?:es?|s)?\b)"  # then not a French participle: "est bloqué"
         r"|\s+(?:(?:is|was|got)\s+)?(?:set|changed|reset|updated)\s+to\s+"  # "was changed to"
         r"|\s+to\s+(?=\S*[^\sa-z.,;:!?]))")  # "set my password to X": X needs a digit, capital or symbol
+_SEP_PL = r"(?:\s*[:=]\s*|\s+(?:to|jest|brzmi)(?:\s*:)?\s+)"  # Polish: "hasło to X"
+_PASSWORD = r"(?i:pass(?:word|wort|wd|code)|pwd?|kennwort|mot de passe|mdp|contrase[ñn]a|has[łl][oa])\b"
+_PASSWORD_TRIGGERS = ("pass", "pw", "kennwort", "mdp", "mot de passe", "contrase", "hasł", "hasl")
+_PASSWORD_VALUE = (  # after a weak word (group "weak"): no passphrase, and a bare value must look like one
+    _NOT_REDACTED + r"(?:(?(weak)(?!)|" + _PHRASE + r")|(?!" + _STOP + r")(?:" + _QUOTED + r"|(?P<v>(?(weak)"
+    + _STRONG + r")" + _WORD + r")))")
+_AS_PASSWORD = re.compile(  # the gate of "I use X as my password" (on the lower-cased text)
+    r" (?:as|als|comme|como|come|jako) (?:\S+ ){0,2}?(?:pass|pw|kennwort|mot de passe|mdp|contrase|has[łl])")
+_VENDOR_PREFIXES = ("hf_", "api_org_", "gsk_", "r8_", "npm_", "dop_v1_", "shp", "glc_", "xai-", "pplx-",
+                    "gocspx-")
+
+# Cards and bare keys are first looked for as runs in the text's translated bytes: ~10× cheaper than a
+# regex scan of the text, which then runs only where one may be.
+_ALNUM = bytes(97 if chr(b).isascii() and chr(b).isalnum() else 32 for b in range(256))  # "a" and " "
+_DIGITS = bytes(48 if 48 <= b <= 57 else 45 if b in b" .-" else 120 for b in range(256))  # "0", "-", "x"
+_KEY_RUN = b" " + b"a" * 32 + b" "  # exactly 32 letters and digits
+_BARE_KEY = re.compile(r"(?<![\w+/.-])[A-Za-z0-9]{32}(?![\w+/=]|[.-]\w)")
+
+
+def _bytes(text: str) -> bytes:
+    return text.encode(errors="surrogatepass")  # a lone surrogate (bad input) too
+
+
+def _card_runs(low: str) -> bool:
+    """13+ digits, or digits grouped 4-4 or 4-6 (Amex) by spaces, dashes or dots."""
+    digits = _bytes(low).translate(_DIGITS)
+    return any(run in digits for run in (b"0" * 13, b"0000-0000", b"0000-000000"))
 
 
 class _Rule(NamedTuple):
     kind: str
-    triggers: tuple[str, ...]  # substrings, one of which must occur for the pattern to run (see _triggered)
+    triggers: tuple[str, ...]  # substrings, one of which must occur for the pattern to run (see _spans)
     pattern: re.Pattern[str]
     group: str | None = None  # the group to replace; None: the whole match, or the quoted/bare value
     check: Callable[[str], bool] | None = None
+    gate: Callable[[str], bool] | None = None  # given the lower-cased text, when triggers are not enough
 
 
 # Patterns begin with a literal or a small character class and check word boundaries only after it
@@ -131,14 +224,17 @@ _RULES = [
     _Rule("private_key", ("private key",), re.compile(
         r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
         r"(?:.*?-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|.*)", re.DOTALL)),
+    _Rule("private_key", ("putty-user-key-file-",), re.compile(  # .ppk: header to Private-MAC, or to the end
+        r"PuTTY-User-Key-File-\d+:(?=.*?Private-Lines:)"
+        r"(?:.*?Private-(?:MAC|Hash):[ \t]*[0-9a-fA-F]*|.*)", re.DOTALL)),
     _Rule("connection_string", ("://",), re.compile(  # scheme://user:PASSWORD@host — only the password goes
         r"://[^\s:/@\[\]]*:(?P<v>(?!\[REDACTED)\S{1,256})@[^\s@/:?#]+"), "v"),
     _Rule("jwt", ("eyj",), re.compile(r"eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]+")),
     _Rule("aws_key", ("akia", "asia", "abia", "acca", "a3t"),
           re.compile(r"(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}\b")),
-    _Rule("aws_key", ("aws",), re.compile(  # secret access key, 40 chars, when "aws … secret" precedes it
-        r"[aA](?i:ws)[\w\s'-]{0,30}?(?i:secret)[\w\s'-]{0,20}?(?:[:=]|\sis)\s*[\"']?"
-        r"(?P<v>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"), "v"),
+    _Rule("aws_key", ("aws", "AKIA", "ASIA"), re.compile(  # secret access key: after "aws … secret", a key id
+        r"[wWKS](?:(?i:(?<=aw)s)[\w\s'-]{0,30}?(?i:secret)|(?<=A[KS])IA[A-Z0-9]{16})[\w\s'\",;:=/-]{0,40}?"
+        r"(?<![A-Za-z0-9+])(?P<v>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"), "v", check=_random_key),
     _Rule("github_token", ("gh", "github_pat_"),
           re.compile(r"(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b")),
     _Rule("slack_token", ("xox",), re.compile(r"xox[abposre]-[A-Za-z0-9-]{10,}")),
@@ -146,28 +242,57 @@ _RULES = [
     _Rule("api_key", ("aiza",), re.compile(r"AIza[0-9A-Za-z_-]{35,}")),  # Google
     _Rule("api_key", ("k_live_", "k_test_", "whsec_"),  # Stripe
           re.compile(r"(?:[rs]k_(?:live|test)|whsec)_[0-9A-Za-z]{24,}\b")),
+    # By prefix (detect-secrets 1.5 has no plugin for these): Hugging Face, Groq, Replicate, npm,
+    # DigitalOcean, Shopify, Grafana, xAI, Perplexity, Google OAuth client secrets.
+    _Rule("api_key", ("_", "xai-", "pplx-", "gocspx-"), re.compile(
+        r"(?<![\w-])(?:hf_[A-Za-z0-9]{30,}|api_org_[A-Za-z0-9]{30,}|gsk_[A-Za-z0-9]{48,}|r8_[A-Za-z0-9]{30,}"
+        r"|npm_[A-Za-z0-9]{36,}|dop_v1_[a-f0-9]{64}|shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}"
+        r"|glc_[A-Za-z0-9+/]{32,}=*|xai-[A-Za-z0-9]{60,}|pplx-[A-Za-z0-9]{40,}|GOCSPX-[A-Za-z0-9_-]{24,})"
+        r"(?![\w-])"),
+          gate=lambda low: any(prefix in low for prefix in _VENDOR_PREFIXES)),
     _Rule("bearer_token", ("bearer",),
           re.compile(r"[bB](?i:earer)(?:\s+token)?(?:\s*:)?\s+(?P<v>[A-Za-z0-9._~+/-]{16,}=*)"), "v"),
-    _Rule("card_number", (), re.compile(
-        r"[2-6](?<![\w+.,/-].)(?<!\d[ -].)(?:\d{12,18}|\d{3}(?:[ -]\d{4}){3}(?:[ -]\d{3})?"
-        r"|\d{3}[ -]\d{6}[ -]\d{4,5})(?!\w|[ .-]\d)"), check=_card),
-    _Rule("pin", ("pin",), re.compile(
-        r"[pP](?<!\w[pP])(?i:in(?:\s+(?:code|number))?" + _TARGET + r"(?:\s*[:=]\s*|\s+(?:is|was)\s+))"
-        r"(?P<v>\d{4,8})\b"), "v"),
-    _Rule("passphrase", ("phrase", "mnemonic"), re.compile(  # the rest of the clause goes
-        r"[pPsSrRmM](?i:(?<=p)ass\s?phrase|(?<=s)eed\s+phrase|(?<=r)ecovery\s+phrase|(?<=m)nemonic)"
-        + _TARGET + _SEP + _NOT_REDACTED + r"(?!" + _STOP + r")"
-        + r"(?:" + _QUOTED + r"|(?P<v>[^\s.,;:\"'`][^.,;\n\"'`]*))")),
+    _Rule("card_number", (), re.compile(  # grouped by spaces, dashes or dots
+        r"[2-6](?<![\w+.,/-].)(?<!\d[ .-].)(?:\d{12,18}|\d{3}(?:[ .-]\d{4}){3}(?:[ .-]\d{3})?"
+        r"|\d{3}[ .-]\d{6}[ .-]\d{4,5})(?!\w|[ .-]\d)"), check=_card,
+          gate=_card_runs),
+    _Rule("pin", ("pin", "geheimzahl"), re.compile(
+        r"[pPzZ](?i:(?<!\wp)(?<=p)in(?:[\s-]+(?:code|number|nummer))?|(?<=geheimz)ahl)" + _TARGET
+        + r"(?:\s*[:=]\s*|\s+(?:is|was|ist|lautet|war|est|es|era|è|to|jest)\s+)(?P<v>\d{4,8})\b"), "v"),
+    _Rule("passphrase", ("phrase", "mnemonic", "frase", "fraza"), re.compile(  # the rest of the clause goes
+        r"(?:(?i:pass\s?phrase|seed[\s-]?phrase|recovery\s+phrase|mnemonic|wiederherstellungsphrase"
+        r"|phrase\s+(?:secr[eè]te|de\s+(?:passe|r[ée]cup[ée]ration))|frase\s+(?:semilla|de\s+recuperaci[oó]n"
+        r"|segreta|di\s+recupero))" + _TARGET + _SEP
+        + r"|(?i:fraza\s+(?:odzyskiwania|seed))" + _TARGET + _SEP_PL + r")"
+        + _NOT_REDACTED + r"(?!" + _STOP + r")(?:" + _QUOTED + r"|(?P<v>[^\s.,;:\"'`][^.,;\n\"'`]*))")),
+    # "password is X", "Passwort: X", "la mia password è X"; weak: "my gmail pass is X"
     _Rule("password", ("pass", "pw"), re.compile(
-        r"[pP](?i:ass(?:word|wd|code)|wd?)\b" + _TARGET + _SEP + _NOT_REDACTED + r"(?!" + _STOP + r")"
-        + r"(?:" + _QUOTED + r"|(?P<v>" + _WORD + r"))")),
+        r"[pP](?<![^\W\d_][pP])(?i:ass(?:word|wort|wd|code|(?<![\w-]pass)(?P<weak>))|wd?)\b"
+        + _TARGET + _SEP + _PASSWORD_VALUE)),
+    # "Kennwort: X", "mot de passe : X", "mi contraseña es X", "hasło to X"; weak: "la clave del wifi es X"
+    _Rule("password", ("kennwort", "mdp", "mot de passe", "contrase", "clave", "hasł", "hasl"), re.compile(
+        r"[kKmMcChH](?<![^\W\d_].)(?:(?i:(?<=k)ennwort|(?<=m)dp|(?<=m)ot de passe|(?<=c)ontrase[ñn]a"
+        r"|(?<=c)lave(?P<weak>))\b" + _TARGET + _SEP + r"|(?i:(?<=h)as[łl]o)\b" + _TARGET + _SEP_PL + r")"
+        + _PASSWORD_VALUE)),
+    _Rule("password", _PASSWORD_TRIGGERS, re.compile(  # "I use X as my password", "uso X como contraseña"
+        r"[uUcCpPbBvVnN](?<![^\W\d_].)(?i:(?<=u)s(?:e[ds]?|ing|o)|(?<=u)tili(?:se|zo|zzo)|(?<=u)żywam"
+        r"|(?<=c)hose|(?<=p)icked|(?<=b)enutze|(?<=v)erwende|(?<=n)utze)\s+" + _NOT_REDACTED
+        + r"(?!" + _STOP + r"|" + _FUNC + r")(?:" + _QUOTED + r"|(?P<v>" + _WORD + r"))"
+        + r" (?i:as|als|comme|como|come|jako) (?:[\w'-]+ ){0,2}?" + _PASSWORD
+        + r"(?![\s-]*(?i:manager|generator|hint|reset|policy|vault|safe))"),
+          gate=lambda low: _AS_PASSWORD.search(low) is not None),
+    _Rule("password", ("login", "cred"), re.compile(  # "login alice / hunter2", "creds: admin:Adm1n!"
+        r"[gGcC](?i:(?<=\blog)in|(?<!\wc)(?<=c)red(?:s|entials?|enciales|enziali))\b(?:\s+is)?(?:\s*:)?\s+"
+        r"[^\s/:,]+\s*[/:]\s*" + _NOT_REDACTED + r"(?!/)(?P<v>(?=[^\s\"'`]*[A-Za-z])"
+        r"(?=[^\s\"'`]*[\d!@#$%^&*+=~_])" + _WORD + r")"),
+          "v"),
 ]
 
 # Generic: a random-looking value after key/token/secret/credentials (not ":secret:" in an AWS ARN).
 # It runs after the library, so a specific kind wins an exact tie.
 _GENERIC = _Rule("secret", ("key", "token", "secret", "credential"), re.compile(
-    r"[kKtTsScC](?<!:.)(?i:(?<=k)ey|(?<=t)oken|(?<=s)ecret|(?<=c)redentials?)\b" + _TARGET
-    + r"(?:\s*(?::=|[:=])\s*|\s+(?:is|was)\s+)" + _NOT_REDACTED
+    r"[kKcC](?i:(?<=k)(?<!:k)ey|(?<=tok)(?<!:tok)en|(?<=sec)(?<!:sec)ret|(?<=c)(?<!:c)redentials?)\b"
+    + _TARGET    + r"(?:\s*(?::=|[:=])\s*|\s+(?:is|was)\s+)" + _NOT_REDACTED
     + r"(?:" + _QUOTED + r"|(?P<v>[^\s\"'`,;&()<>\[\]{}]*[^\s\"'`,;&()<>\[\]{}.:!?]))"), check=_looks_random)
 
 # detect-secrets plugins (with their triggers) for formats not above; the overlapping ones are a second net.
@@ -194,30 +319,49 @@ _LIBRARY: list[tuple[str, tuple[str, ...], RegexBasedDetector]] = [
 ]
 
 
+_VALUE_GROUPS = ("dq", "sq", "bq", "v", "p")  # quoted, bare, passphrase
 _TOKEN_END = re.compile(r"[\w+/=~-]*(?:\.[\w+/=~-]+)*")  # always matches; a final "." is punctuation
 
 
-def _triggered(triggers: tuple[str, ...], text: str, low: str) -> bool:
-    """Lower-case triggers match any case, others match exactly; no triggers: always run."""
-    return not triggers or any(t in (low if t.islower() else text) for t in triggers)
-
-
-def _matches(rule: _Rule, text: str, low: str) -> Iterator[tuple[int, int, str]]:
-    if not _triggered(rule.triggers, text, low):
-        return
+def _matches(rule: _Rule, text: str) -> Iterator[tuple[int, int, str]]:
     for m in rule.pattern.finditer(text):
-        name = rule.group or next((g for g in ("dq", "sq", "bq", "v") if g in m.re.groupindex and m[g]), None)
+        name = rule.group or next((g for g in _VALUE_GROUPS if g in m.re.groupindex and m[g]), None)
         start, end = m.span(name) if name else m.span()
         if rule.check is None or rule.check(text[start:end]):
             yield start, end, rule.kind
 
 
+def _bare_keys(text: str) -> Iterator[tuple[int, int, str]]:
+    """Bare 32-character keys (Mistral's format, the default provider): random-looking, no name or hash."""
+    raw = _bytes(text)
+    runs = b" " + raw.translate(_ALNUM) + b" "
+    at = runs.find(_KEY_RUN)  # the padding makes `at` the run's offset in raw
+    while at >= 0:
+        start = len(raw[:at].decode(errors="surrogatepass"))
+        if _BARE_KEY.match(text, start) and _random_key(text[start:start + 32]):
+            yield start, start + 32, "api_key"
+        at = runs.find(_KEY_RUN, at + 33)
+
+
 def _spans(text: str) -> Iterator[tuple[int, int, str]]:
     low = text.lower()
+    seen: dict[str, bool] = {}  # several rules share a trigger: look for each once
+
+    def triggered(triggers: tuple[str, ...]) -> bool:
+        """Lower-case triggers match any case, others match exactly; no triggers: always run."""
+        for t in triggers:
+            if t not in seen:
+                seen[t] = t in (low if t.islower() else text)
+            if seen[t]:
+                return True
+        return not triggers
+
     for rule in _RULES:
-        yield from _matches(rule, text, low)
+        if triggered(rule.triggers) and (rule.gate is None or rule.gate(low)):
+            yield from _matches(rule, text)
+    yield from _bare_keys(text)
     for kind, triggers, plugin in _LIBRARY:
-        if not _triggered(triggers, text, low):
+        if not triggered(triggers):
             continue
         # A hit is a regex's capture group when it has one: the delimiters around a value for some
         # plugins, only the prefix ("glpat") for others. So strip the first and extend to the token's end.
@@ -229,7 +373,8 @@ def _spans(text: str) -> Iterator[tuple[int, int, str]]:
                 end = tail.end() if tail else start + len(value)
                 yield start, end, kind
                 start = text.find(value, end)
-    yield from _matches(_GENERIC, text, low)
+    if triggered(_GENERIC.triggers):
+        yield from _matches(_GENERIC, text)
 
 
 def redact(text: str) -> Redaction:

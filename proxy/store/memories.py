@@ -320,10 +320,11 @@ async def retire_memory(conn: AsyncConnection[Any], *, user_id: str, vector_id: 
 
 async def audit(conn: AsyncConnection[Any], *, user_id: str, old_id: str | None, new_id: str | None,
                 reason: str, action: str) -> None:
+    """Record a change. `reason` may be a user's free text (management API): redacted like a memory."""
     async with in_user_scope(conn, user_id):
         await conn.execute(
             "INSERT INTO memory_updates (user_id, old_vector_id, new_vector_id, reason, action)"
-            " VALUES (%s, %s, %s, %s, %s)", [user_id, old_id, new_id, reason, action])
+            " VALUES (%s, %s, %s, %s, %s)", [user_id, old_id, new_id, redact(reason).text, action])
 
 
 class RestoreConflict(Exception):
