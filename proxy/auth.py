@@ -1,4 +1,4 @@
-"""Caller authentication (the proxy's API keys, and where they come from) and the user's signed identity.
+"""Caller authentication (the proxy's API keys, and where they come from) and the user's identity.
 
 Keys come from PROXY_API_KEYS; when none is configured a key is generated on first start, stored in
 the data dir (mode 0600) and printed once, so the proxy never runs open by accident. Presented keys are
@@ -9,6 +9,12 @@ With USER_JWT_SECRET set (the value of OpenWebUI's FORWARD_USER_INFO_HEADER_JWT_
 whoever OpenWebUI's signed `X-OpenWebUI-User-Jwt` names (HS256, issuer "open-webui", `exp` required;
 PyJWT checks signature, algorithm, expiry and issuer), and a bare user-id header is refused: anyone who
 can reach the proxy with a key could otherwise read another user's memories by naming them.
+
+A user id, wherever it comes from (header, signed token, `?user=`, the CLI), is checked by one rule,
+`checked_user_id`: trimmed; empty or blank is an error (never "any user"); at most 255 characters; no
+control characters, NUL or lone surrogates (PostgreSQL cannot store them, and a job that cannot be
+stored must be refused at the door). A header is read as UTF-8 (HTTP carries bytes; `café` stays
+`café`), and a user header sent twice is refused rather than silently taking one of them.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+import re
 import secrets
 import sys
 from collections.abc import Mapping
@@ -23,10 +30,42 @@ from pathlib import Path
 
 import jwt
 
-from .errors import AuthenticationFailed
+from .errors import AuthenticationFailed, BadRequest
 from .settings import ServerSettings
 
+MAX_USER_ID_LENGTH = 255
+_UNSTORABLE = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")  # control characters, NUL, lone surrogates
+
+
+def checked_user_id(raw: str, source: str) -> str:
+    """A user id as every path takes it (see the module docstring); raises BadRequest naming `source`."""
+    user_id = raw.strip()
+    if not user_id:
+        raise BadRequest(f"the user id ({source}) is empty", code="invalid_user_id")
+    if len(user_id) > MAX_USER_ID_LENGTH:
+        raise BadRequest(f"the user id ({source}) is longer than {MAX_USER_ID_LENGTH} characters",
+                         code="invalid_user_id")
+    if _UNSTORABLE.search(user_id):
+        raise BadRequest(f"the user id ({source}) holds control characters", code="invalid_user_id")
+    return user_id
+
+
+def header_value(headers: Mapping[str, str], name: str) -> str | None:
+    """One header's value read as UTF-8 (servers decode header bytes as Latin-1), or None when absent;
+    a header sent more than once is refused. `headers`: Litestar's (every value) or a plain mapping."""
+    getall = getattr(headers, "getall", None)
+    values = getall(name, []) if getall else [v for v in [headers.get(name)] if v is not None]
+    if len(values) > 1:
+        raise BadRequest(f"the {name} header is sent {len(values)} times", code="duplicate_header")
+    if not values:
+        return None
+    try:
+        return str(values[0].encode("latin-1").decode("utf-8"))
+    except UnicodeError:
+        return str(values[0])  # already text beyond Latin-1, or not UTF-8: taken as it came
+
 KEY_FILE = "api_key"
+LOG_KEY_FILE = "log_user_id_key"  # LOG_USER_ID_KEY when unset: pseudonyms nobody else can recompute
 
 
 def _digest(key: str) -> bytes:
@@ -47,29 +86,29 @@ class KeyChecker:
         return matched
 
 
-def _create_key_file(path: Path) -> str | None:
-    """Write a new key to `path` unless it exists; return the new key, or None if another process won."""
-    key = "mp-" + secrets.token_urlsafe(32)
+def stored_secret(path: Path, prefix: str = "") -> tuple[str, bool]:
+    """The secret kept in `path` (mode 0600), made on first use; (secret, whether it was just made).
+    Two processes starting at once agree: the file is created exclusively, the loser reads the winner's."""
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
-        return None
+        return path.read_text().strip(), False
+    secret = prefix + secrets.token_urlsafe(32)
     with os.fdopen(fd, "w") as handle:
-        handle.write(key + "\n")
-    return key
+        handle.write(secret + "\n")
+    return secret, True
 
 
 def load_api_keys(server: ServerSettings) -> tuple[str, ...]:
     if server.api_keys:
         return server.api_keys
     path = server.data_dir / KEY_FILE
-    created = _create_key_file(path)
+    key, created = stored_secret(path, prefix="mp-")
     if created:
         print(f"memory-proxy: no PROXY_API_KEYS set, generated an API key (stored in {path}):\n"
-              f"  {created}\nClients must send 'Authorization: Bearer <key>'.", file=sys.stderr, flush=True)
-        return (created,)
-    return (path.read_text().strip(),)
+              f"  {key}\nClients must send 'Authorization: Bearer <key>'.", file=sys.stderr, flush=True)
+    return (key,)
 
 
 def bearer_token(authorization: str | None) -> str:
@@ -97,15 +136,27 @@ class UserJwtVerifier:
         subject = claims["sub"]
         if not isinstance(subject, str) or not subject.strip():
             raise AuthenticationFailed(f"{USER_JWT_HEADER} names no user", code="invalid_user_jwt")
-        return subject.strip()
+        return subject
 
 
 def signed_user_id(headers: Mapping[str, str], verifier: UserJwtVerifier, user_id_header: str) -> str | None:
     """The user named by a valid signed token; None when neither a token nor a user header is sent."""
-    token = headers.get(USER_JWT_HEADER)
+    token = header_value(headers, USER_JWT_HEADER)
     if token:
         return verifier.user_id(token)
-    if headers.get(user_id_header):
+    if header_value(headers, user_id_header) is not None:
         raise AuthenticationFailed(f"an unsigned {user_id_header} header is refused: this proxy only accepts "
                                    f"users named by a signed {USER_JWT_HEADER}", code="unsigned_user_id")
     return None
+
+
+def read_user_id(headers: Mapping[str, str], server: ServerSettings) -> str | None:
+    """Who the turn is for: the signed token's subject when USER_JWT_SECRET is set, else the user header;
+    None (anonymous) when neither is sent. A sent but empty or unstorable id is a 400."""
+    if server.user_jwt_secret:
+        user_id = signed_user_id(headers, UserJwtVerifier(server.user_jwt_secret), server.user_id_header)
+        source = f"the 'sub' of {USER_JWT_HEADER}"
+    else:
+        user_id = header_value(headers, server.user_id_header)
+        source = f"the {server.user_id_header} header"
+    return None if user_id is None else checked_user_id(user_id, source)

@@ -12,6 +12,7 @@ from proxy.auth import (
     UserJwtVerifier,
     bearer_token,
     load_api_keys,
+    read_user_id,
     signed_user_id,
 )
 from proxy.errors import AuthenticationFailed
@@ -104,7 +105,7 @@ async def test_with_a_jwt_secret_the_token_names_the_user_and_a_forged_header_is
             forged = await client.post("/v1/chat/completions", json=chat_body(RUNTIME_Q),
                                        headers={"x-openwebui-user-id": USER_A})
             wrong_key = await client.post("/v1/chat/completions", json=chat_body(RUNTIME_Q),
-                                          headers={USER_JWT_HEADER: openwebui_token(secret="another-secret-0123456789",
+                                          headers={USER_JWT_HEADER: openwebui_token(secret="another-secret-entirely-0123456789",
                                                                           sub=USER_A)})
             as_b = await client.post("/v1/chat/completions", json=chat_body(RUNTIME_Q),
                                      headers={USER_JWT_HEADER: openwebui_token(sub=USER_B), "x-openwebui-user-id": USER_A})
@@ -119,3 +120,62 @@ async def test_with_a_jwt_secret_the_token_names_the_user_and_a_forged_header_is
     assert outside.routes["chat"].call_count == 2  # refused turns never reached the upstream
     logged = repr(logs) + repr(settings)
     assert JWT_SECRET not in logged and PROXY_KEY not in logged
+
+
+# ---------------------------------------------------------------- a user id, wherever it comes from
+
+@pytest.mark.parametrize(("raw", "problem"), [
+    ("", "is empty"), ("   ", "is empty"), ("x" * 256, "longer than 255"), ("a\x00b", "control characters"),
+    ("a\ud800b", "control characters"), ("tab\there", "control characters"),
+])
+def test_an_unusable_user_id_is_refused_wherever_it_comes_from(raw: str, problem: str) -> None:
+    from proxy.auth import checked_user_id
+    from proxy.errors import BadRequest
+
+    with pytest.raises(BadRequest, match=problem):
+        checked_user_id(raw, "the x-openwebui-user-id header")
+
+
+def test_user_headers_are_read_as_utf8_and_a_second_one_is_refused() -> None:
+    """As the app gets them (Litestar's Headers from the ASGI scope): bytes, every occurrence kept."""
+    from litestar.datastructures import Headers
+
+    from proxy.errors import BadRequest
+
+    server = load_settings({}).server
+    assert read_user_id(Headers([(b"x-openwebui-user-id", "café".encode())]), server) == "café"  # not cafÃ©
+    with pytest.raises(BadRequest) as refused:
+        read_user_id(Headers([(b"x-openwebui-user-id", b"user-a"), (b"x-openwebui-user-id", b"user-b")]), server)
+    assert refused.value.code == "duplicate_header"
+    assert read_user_id(Headers([(b"x-other", b"x")]), server) is None  # absent: anonymous
+
+
+async def test_a_blank_user_header_is_a_400_not_an_anonymous_turn(client: Any) -> None:
+    from tests.conftest import chat_body
+
+    response = await client.post("/v1/chat/completions", json=chat_body("hi"), headers={"x-openwebui-user-id": "  "})
+    assert response.status_code == 400 and response.json()["error"]["code"] == "invalid_user_id"
+
+
+async def test_a_signed_subject_that_cannot_be_stored_is_refused_at_the_door(
+        env: dict, app_factory: Any, outside: Any) -> None:
+    """A `sub` with NUL passed the signature check and reached the job outbox, which could never store it."""
+    from litestar.testing import AsyncTestClient
+
+    from tests.conftest import PROXY_KEY, chat_body
+
+    settings = load_settings({**env, "USER_JWT_SECRET": JWT_SECRET})
+    async with AsyncTestClient(app_factory(settings), base_url="http://proxy.test") as client:
+        response = await client.post("/v1/chat/completions", json=chat_body("I live in Lyon."), headers={
+            "authorization": f"Bearer {PROXY_KEY}", USER_JWT_HEADER: openwebui_token("evil\x00user")})
+    assert response.status_code == 400 and response.json()["error"]["code"] == "invalid_user_id"
+    assert len(client.app.state.services.outbox) == 0
+
+
+def test_a_jwt_secret_shorter_than_32_bytes_is_refused_at_start() -> None:
+    from proxy.settings import SettingsError
+
+    with pytest.raises(SettingsError, match="USER_JWT_SECRET") as refused:
+        load_settings({"USER_JWT_SECRET": "abc"})
+    assert "abc" not in str(refused.value)  # a secret is never printed
+    assert load_settings({"USER_JWT_SECRET": "x" * 32}).server.user_jwt_secret == "x" * 32

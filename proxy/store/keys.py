@@ -22,11 +22,14 @@ def _digest(secret: str) -> bytes:
 
 
 async def create_key(conn: AsyncConnection[Any], *, user_id: str | None, label: str) -> tuple[str, str]:
-    """A new key for `user_id` (None: admin); returns (key id, the secret: shown once, never stored)."""
+    """A new key for `user_id`, or an admin key when `user_id` is None (only None: an empty id is an error,
+    never an admin by accident); returns (key id, the secret: shown once, never stored)."""
+    if user_id is not None and not user_id.strip():
+        raise ValueError("an empty user id: pass a user, or ask for an admin key explicitly")
     key_id = secrets.token_hex(6)
     secret = f"{PREFIX}{key_id}_{secrets.token_urlsafe(32)}"
     await conn.execute("INSERT INTO api_keys (id, user_id, key_hash, label) VALUES (%s, %s, %s, %s)",
-                       [key_id, user_id or None, _digest(secret), label])
+                       [key_id, user_id, _digest(secret), label])
     return key_id, secret
 
 
