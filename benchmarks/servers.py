@@ -125,11 +125,12 @@ def direct_view(fake: Server) -> Server:
 
 def start_memory_proxy(upstream: Server, port: int | None = None, core: int | None = SERVER_CORE,
                        user_id: str | None = None, env: dict[str, str] | None = None,
-                       timeout: float = 180.0) -> Server:
+                       timeout: float = 180.0, wait_for: str = "/readyz") -> Server:
     """(b) memory-proxy on a fresh data dir, upstream + embeddings = ``upstream``. ``user_id`` sets the
-    user header clients send (None = anonymous). ``env`` overrides/extends the environment."""
+    user header clients send (None = anonymous). ``env`` overrides/extends the environment. Returns once
+    ``wait_for`` answers 200 (/healthz for a proxy whose database is down)."""
     port = port or free_port()
-    tmp = tempfile.mkdtemp(prefix="mp-bench-")
+    tmp = (env or {}).get("MEMORY_PROXY_DATA_DIR") or tempfile.mkdtemp(prefix="mp-bench-")
     proxy_env = {
         **os.environ,
         "UPSTREAM_BASE_URL": upstream.base_url, "UPSTREAM_API_KEY": "x",
@@ -151,7 +152,7 @@ def start_memory_proxy(upstream: Server, port: int | None = None, core: int | No
         headers["x-openwebui-user-id"] = user_id
     server = Server("memory-proxy" + (f" (user {user_id})" if user_id else " (anonymous)"),
                     f"http://127.0.0.1:{port}/v1", headers, proc, tmpdir=tmp, extra_match=tmp)
-    _wait_or_stop(server, f"http://127.0.0.1:{port}/readyz", timeout)
+    _wait_or_stop(server, f"http://127.0.0.1:{port}{wait_for}", timeout)
     return server
 
 

@@ -1,29 +1,48 @@
-"""Formation jobs on their way to the database, held in memory while it is down.
+"""Formation jobs on their way to the database: written at once, or held (and spooled to disk) until it answers.
 
 A chat turn's job is written before its request ends. When the database is down, slow or not migrated
-yet, the job waits here instead of being lost, and a background loop writes the held jobs in arrival
-order as soon as the database answers again (retrying every `RETRY_S`). The hold is bounded: past
-`capacity` the oldest job is dropped and counted, so an outage cannot grow memory without end. What is
-held dies with the process (a graceful stop makes one last attempt): the durable queue starts at the
-database, and `memory_proxy_outbox_jobs` shows what is waiting.
+yet, the job is held instead of being lost: kept in order in memory and spooled as one small file in
+`<data dir>/outbox/` (written and fsynced before the request ends), so that it survives a restart of
+the proxy too. A background loop writes the held jobs in arrival order as soon as the database answers
+again (retrying every `RETRY_S`), deleting each spool file once its job is in the database. A new start
+takes over the spool files a previous run left.
+
+A job the database refuses for what it is, not for being down (a value PostgreSQL cannot store, such
+as NUL in a user id), is set aside: moved to `<data dir>/outbox/rejected/`, logged and counted
+(`jobs_total{event="rejected"}`), and the jobs behind it go on; rejected files are deleted after
+DEAD_JOB_RETENTION_DAYS. The hold is bounded: past `capacity` the oldest job is dropped and counted,
+so an outage cannot grow without end.
+
+Assumes one process per data dir (each replica has its own), as the embedded database does.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
+import os
+import time
+import uuid
 from collections import deque
 from dataclasses import dataclass
 from datetime import datetime
+from enum import Enum
+from pathlib import Path
 from typing import Any
 
 import anyio
-from psycopg_pool import AsyncConnectionPool
+import psycopg
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from .observability import JOB_EVENTS, OUTBOX_JOBS, log
 from .store import jobs
 
 WRITE_TIMEOUT_S = 2.0  # one attempt; a request never waits longer than this for its job to be written
 RETRY_S = 1.0
+# What a refused job looks like: the value, not the connection, is at fault. Everything else (connection
+# lost, timeout, pool exhausted, schema not there yet) is the database being unavailable: hold and retry.
+_REFUSED = (psycopg.DataError, psycopg.IntegrityError, ValueError, TypeError, UnicodeError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,26 +51,57 @@ class PendingJob:
     said_at: datetime
     payload: dict[str, Any]
 
+    def to_json(self) -> str:
+        return json.dumps({"user_id": self.user_id, "said_at": self.said_at.isoformat(), "payload": self.payload})
+
+    @classmethod
+    def from_json(cls, text: str) -> PendingJob:
+        data = json.loads(text)
+        return cls(data["user_id"], datetime.fromisoformat(data["said_at"]), data["payload"])
+
+
+class Written(Enum):
+    OK = "ok"
+    UNAVAILABLE = "unavailable"  # the database is down, slow or not ready: hold and retry
+    REFUSED = "refused"  # the database will never take this job: set it aside
+
+
+@dataclass(slots=True)
+class _Held:
+    job: PendingJob
+    spooled: Path | None
+
 
 class Outbox:
-    def __init__(self, pool: AsyncConnectionPool, ready: asyncio.Event, capacity: int = 10_000) -> None:
+    def __init__(self, pool: AsyncConnectionPool, ready: asyncio.Event, spool_dir: Path | None = None,
+                 capacity: int = 10_000, rejected_days: float = 30.0) -> None:
         self.pool = pool
         self.ready = ready  # the database answered and is migrated: until then jobs are held at once
+        self.spool_dir = spool_dir
         self.capacity = capacity
-        self._held: deque[PendingJob] = deque()
+        self._held: deque[_Held] = deque()
         self._wake = asyncio.Event()
+        if spool_dir:
+            self._take_over_spool(spool_dir)
+            self._forget_rejected(spool_dir / "rejected", rejected_days)
 
     def __len__(self) -> int:
         return len(self._held)
 
     async def put(self, job: PendingJob) -> None:
         """Write `job` now if the database takes it within WRITE_TIMEOUT_S, else hold it; never raises."""
-        if self.ready.is_set() and not self._held and await self._write(job):
-            return
-        self._hold(job)  # behind older held jobs too, so that a user's turns keep their order
+        if self.ready.is_set() and not self._held:
+            written = await self._write(job)
+            if written is Written.OK:
+                return
+            if written is Written.REFUSED:
+                self._reject(job, None)
+                return
+        await self._hold(job)  # behind older held jobs too, so that a user's turns keep their order
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Write held jobs whenever there are some and the schema is ready, until `stop`; then try once more."""
+        """Write held jobs whenever there are some and the schema is ready, until `stop`; then try once more.
+        What is still held at the end stays spooled for the next start."""
         while not stop.is_set():
             with anyio.move_on_after(RETRY_S):
                 await self._wake.wait()
@@ -61,34 +111,106 @@ class Outbox:
         if self._held:
             await self.flush()
             if self._held:
-                log.warning("outbox_lost_on_stop", jobs=len(self._held))
-                JOB_EVENTS.labels("dropped").inc(len(self._held))
+                unspooled = sum(1 for held in self._held if held.spooled is None)
+                log.warning("outbox_held_at_stop", jobs=len(self._held), lost=unspooled)
+                if unspooled:
+                    JOB_EVENTS.labels("dropped").inc(unspooled)
 
     async def flush(self) -> None:
-        while self._held and await self._write(self._held[0]):
+        """Write held jobs in order; a refused one is set aside, an unavailable database stops the round."""
+        while self._held:
+            held = self._held[0]
+            written = await self._write(held.job)
+            if written is Written.UNAVAILABLE:
+                break
             self._held.popleft()
+            if written is Written.REFUSED:
+                self._reject(held.job, held.spooled)
+            elif held.spooled:
+                held.spooled.unlink(missing_ok=True)
         OUTBOX_JOBS.set(len(self._held))
 
-    def _hold(self, job: PendingJob) -> None:
+    async def _hold(self, job: PendingJob) -> None:
         if len(self._held) >= self.capacity:
-            self._held.popleft()
+            oldest = self._held.popleft()
+            if oldest.spooled:
+                oldest.spooled.unlink(missing_ok=True)
             JOB_EVENTS.labels("dropped").inc()
             log.warning("outbox_full_dropped_oldest", capacity=self.capacity)
-        self._held.append(job)
+        spooled = await asyncio.to_thread(self._spool, job) if self.spool_dir else None
+        self._held.append(_Held(job, spooled))
         JOB_EVENTS.labels("held").inc()
         OUTBOX_JOBS.set(len(self._held))
 
-    async def _write(self, job: PendingJob) -> bool:
+    def _spool(self, job: PendingJob) -> Path | None:
+        """One file per job, named to sort in arrival order, written whole (temp file, fsync, rename)."""
+        assert self.spool_dir is not None
+        path = self.spool_dir / f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.json"
+        temp = path.with_suffix(".tmp")
+        try:
+            self.spool_dir.mkdir(parents=True, exist_ok=True)
+            with open(temp, "w", encoding="utf-8") as handle:
+                handle.write(job.to_json())
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temp, path)
+        except (OSError, ValueError) as exc:  # a full disk, a value JSON cannot hold: held in memory only
+            log.warning("outbox_spool_failed", error=f"{type(exc).__name__}: {exc}"[:300])
+            with contextlib.suppress(OSError):
+                temp.unlink(missing_ok=True)
+            return None
+        return path
+
+    def _take_over_spool(self, spool_dir: Path) -> None:
+        """Jobs a previous run held and could not write: held again, in their order."""
+        for path in sorted(spool_dir.glob("*.json")) if spool_dir.is_dir() else []:
+            try:
+                self._held.append(_Held(PendingJob.from_json(path.read_text(encoding="utf-8")), path))
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                log.warning("outbox_spool_unreadable", file=path.name, error=str(exc)[:200])
+                self._set_aside(path)
+        if self._held:
+            log.info("outbox_spool_taken_over", jobs=len(self._held))
+            OUTBOX_JOBS.set(len(self._held))
+
+    @staticmethod
+    def _forget_rejected(rejected: Path, days: float) -> None:
+        """Refused jobs keep the turn's text: deleted after DEAD_JOB_RETENTION_DAYS, as dead jobs are."""
+        horizon = time.time() - days * 86400
+        for path in rejected.glob("*.json") if rejected.is_dir() else []:
+            with contextlib.suppress(OSError):
+                if path.stat().st_mtime < horizon:
+                    path.unlink()
+
+    def _reject(self, job: PendingJob, spooled: Path | None) -> None:
+        JOB_EVENTS.labels("rejected").inc()
+        log.warning("job_rejected", said_at=job.said_at.isoformat(),
+                    reason="the database refuses this job's values; set aside, the jobs behind it go on")
+        if spooled:
+            self._set_aside(spooled)
+
+    def _set_aside(self, path: Path) -> None:
+        with contextlib.suppress(OSError):
+            (path.parent / "rejected").mkdir(exist_ok=True)
+            os.replace(path, path.parent / "rejected" / path.name)
+
+    async def _write(self, job: PendingJob) -> Written:
         # Shielded: a client disconnect must not abandon a write half-way; bounded by the timeout.
         with anyio.move_on_after(WRITE_TIMEOUT_S, shield=True) as scope:
             try:
                 async with self.pool.connection() as conn:
                     await jobs.enqueue(conn, user_id=job.user_id, said_at=job.said_at, payload=job.payload)
-            except Exception as exc:  # noqa: BLE001 - down, not migrated, full: held, retried, never raised
+            except _REFUSED as exc:
+                log.warning("job_write_refused", error=f"{type(exc).__name__}: {exc}"[:300])
+                return Written.REFUSED
+            except (psycopg.Error, PoolTimeout, OSError) as exc:  # down, not migrated, full: held and retried
                 log.warning("job_write_failed", error=f"{type(exc).__name__}: {exc}"[:300], held=len(self._held))
-                return False
+                return Written.UNAVAILABLE
+            except Exception as exc:  # noqa: BLE001 - unforeseen: set aside (kept on disk), never block the others
+                log.warning("job_write_refused", error=f"{type(exc).__name__}: {exc}"[:300])
+                return Written.REFUSED
         if scope.cancelled_caught:
             log.warning("job_write_failed", error=f"timed out after {WRITE_TIMEOUT_S}s", held=len(self._held))
-            return False
+            return Written.UNAVAILABLE
         JOB_EVENTS.labels("enqueued").inc()
-        return True
+        return Written.OK

@@ -20,7 +20,7 @@ import anyio
 from litestar import Response
 from litestar.response import Stream
 
-from .auth import USER_JWT_HEADER, UserJwtVerifier, signed_user_id
+from .auth import read_user_id
 from .classify import TASK_HEADER, TurnKind, classify, latest_user_text, message_text
 from .errors import BadRequest, MemoryUnavailable, UpstreamError, openai_error
 from .inject import has_client_memory, inject_memories, within_budget
@@ -45,7 +45,6 @@ from .sse import ReplyTee, reply_text
 from .upstream import read_body, relayed_headers
 
 MEMORY_IDS_HEADER = "x-memory-proxy-memories"
-MAX_USER_ID_LENGTH = 255
 CONTEXT_MESSAGES = 4  # earlier messages the formation job sees, for reference
 CONTEXT_CHARS = 1000
 MAX_USER_MESSAGE_CHARS = 16000
@@ -79,19 +78,6 @@ def parse_chat_body(raw: bytes) -> dict[str, Any]:
     return body
 
 
-def read_user_id(headers: Mapping[str, str], server: ServerSettings) -> str | None:
-    """Who the turn is for: the signed token's subject when USER_JWT_SECRET is set, else the user header."""
-    if server.user_jwt_secret:
-        user_id = signed_user_id(headers, UserJwtVerifier(server.user_jwt_secret), server.user_id_header) or ""
-        source = f"the 'sub' of {USER_JWT_HEADER}"
-    else:
-        user_id = (headers.get(server.user_id_header) or "").strip()
-        source = f"the {server.user_id_header} header"
-    if len(user_id) > MAX_USER_ID_LENGTH:
-        raise BadRequest(f"the user id ({source}) is longer than {MAX_USER_ID_LENGTH} characters")
-    return user_id or None
-
-
 async def memories_for_turn(services: Services, user_id: str, body: dict[str, Any]) -> list[Memory]:
     """The user's memories for this turn within the token budget, or none if the memory side fails."""
     messages = body["messages"]
@@ -102,9 +88,14 @@ async def memories_for_turn(services: Services, user_id: str, body: dict[str, An
     try:
         if not services.ready.is_set():
             raise MemoryUnavailable("database_not_ready", "the database is not reachable or not migrated yet")
+        if not services.breaker.allow():
+            raise MemoryUnavailable("breaker_open", "the database failed repeatedly: not tried for a while")
         found = await retrieve_turn(pool=services.pool, embedder=services.embedder, user_id=user_id,
                                     query=latest_user_text(messages).strip(), settings=retrieval)
+        services.breaker.success()
     except MemoryUnavailable as exc:
+        if exc.reason.startswith("database_") and exc.reason != "database_not_ready":
+            services.breaker.failure()
         FAIL_OPEN.labels(exc.reason).inc()
         RETRIEVAL_OUTCOMES.labels("failed").inc()
         log.warning("retrieval_failed", reason=exc.reason, error=str(exc))

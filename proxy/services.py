@@ -15,10 +15,12 @@ from psycopg_pool import AsyncConnectionPool
 
 from .memory.embed import Embedder, build_embedder
 from .memory.llm import MemoryLLM
-from .observability import log
+from .observability import DATABASE_RESTARTS, log
+from .breaker import Breaker
 from .outbox import Outbox
 from .settings import Settings
-from .store.database import embedded_postgres, make_pool, migrate
+from .store.database import make_pool, migrate
+from .store.embedded import EmbeddedPostgres
 from .upstream import Upstream, make_clients
 
 
@@ -31,7 +33,8 @@ class Services:
     llm: MemoryLLM
     ready: asyncio.Event  # set once the database answered and is migrated
     outbox: Outbox
-    clock: Callable[[], datetime]  # when a turn or an API-created memory is stated (benchmarks replay days)
+    clock: Callable[[], datetime]
+    breaker: Breaker = field(default_factory=Breaker)  # retrieval skips a database that keeps failing  # when a turn or an API-created memory is stated (benchmarks replay days)
     background: set[asyncio.Task[None]] = field(default_factory=set)
 
     def spawn(self, work: Coroutine[Any, Any, None]) -> None:
@@ -45,6 +48,7 @@ MIGRATE_TIMEOUT_S = 60.0  # one attempt: connecting plus applying the migrations
 MIGRATE_RETRY_MAX_S = 30.0
 BACKGROUND_DRAIN_S = 5.0  # at shutdown, for bookkeeping tasks (use counts) still running
 START_WAIT_S = 3.0  # how long a start waits for the database before serving without memory
+SUPERVISE_S = 1.0  # how often the embedded postmaster is checked (a file read and a pid check)
 
 
 async def migrate_when_reachable(conninfo: str, ready: asyncio.Event) -> None:
@@ -68,16 +72,41 @@ async def migrate_when_reachable(conninfo: str, ready: asyncio.Event) -> None:
 
 @asynccontextmanager
 async def database(settings: Settings) -> AsyncIterator[str]:
-    """DATABASE_URL, or the embedded PostgreSQL under the data dir for as long as the block runs."""
+    """DATABASE_URL, or the embedded PostgreSQL under the data dir for as long as the block runs, kept
+    running by `supervise` (a postmaster that dies is started again). Started and stopped in a thread
+    (about a second); stopped explicitly, because atexit never runs when uvicorn re-raises SIGTERM."""
     if settings.database.url:
         yield settings.database.url
         return
-    embedded = embedded_postgres(settings.server.data_dir)
-    conninfo = await asyncio.to_thread(embedded.__enter__)
+    embedded = await asyncio.to_thread(EmbeddedPostgres, settings.server.data_dir / "postgres")
+    supervisor = asyncio.create_task(supervise(embedded))
     try:
-        yield conninfo
+        yield embedded.uri
     finally:
-        await asyncio.to_thread(embedded.__exit__, None, None, None)
+        supervisor.cancel()
+        with suppress(asyncio.CancelledError):
+            await supervisor
+        await asyncio.to_thread(embedded.stop)
+
+
+async def supervise(embedded: EmbeddedPostgres) -> None:
+    """Check every SUPERVISE_S that the embedded postmaster runs; start it again when it does not, with
+    backoff (1 s doubling to 30 s) while starting fails; logged and counted either way."""
+    delay = SUPERVISE_S
+    while True:
+        await asyncio.sleep(delay)
+        try:
+            restarted = await asyncio.to_thread(embedded.restart_if_stopped)
+        except Exception as exc:  # noqa: BLE001 - pg_ctl failed or timed out: try again later, never die
+            DATABASE_RESTARTS.labels("failed").inc()
+            log.warning("embedded_database_restart_failed", error=f"{type(exc).__name__}: {exc}"[:300],
+                        retry_in_s=delay)
+            delay = min(delay * 2, MIGRATE_RETRY_MAX_S)
+            continue
+        if restarted:
+            DATABASE_RESTARTS.labels("restarted").inc()
+            log.warning("embedded_database_restarted", reason="the postmaster was not running")
+        delay = SUPERVISE_S
 
 
 @asynccontextmanager
@@ -103,7 +132,9 @@ async def open_services(settings: Settings, http_client: httpx.AsyncClient | Non
         async with make_pool(conninfo, settings.database.pool_size) as pool:
             clients = [http_client] if http_client else make_clients(settings.upstream)
             upstream = Upstream(settings.upstream, clients)
-            outbox, stop_outbox = Outbox(pool, ready), asyncio.Event()
+            outbox = Outbox(pool, ready, settings.server.data_dir / "outbox",
+                            rejected_days=settings.maintenance.dead_job_days)
+            stop_outbox = asyncio.Event()
             services = Services(settings=settings, pool=pool, upstream=upstream,
                                 embedder=build_embedder(settings.embedding, clients[0]),
                                 llm=MemoryLLM(settings.memory_llm, clients[0]), ready=ready, outbox=outbox,

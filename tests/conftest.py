@@ -24,6 +24,7 @@ import respx
 import uvicorn
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
+from prometheus_client import REGISTRY
 
 from proxy.app import create_app
 from proxy.services import open_services
@@ -230,6 +231,11 @@ async def add_memory(conn: psycopg.AsyncConnection[Any], user_id: str, content: 
     from proxy.store.memories import insert_memory
 
     return await insert_memory(conn, user_id=user_id, content=content, embedding=vector_for(content), model=model)
+
+
+def metric(name: str, **labels: str) -> float:
+    """A Prometheus sample's value through the registry's public API (0 before its first observation)."""
+    return REGISTRY.get_sample_value(name, labels) or 0.0
 
 
 def chat_body(text: str, **extra: Any) -> dict[str, Any]:

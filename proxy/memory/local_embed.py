@@ -128,6 +128,10 @@ class LocalEmbedder:
                         raise MemoryUnavailable("embedder", f"local model failed to load: {exc!r}") from exc
         return self._loaded
 
+    @property
+    def loaded(self) -> bool:
+        return self._loaded is not None
+
     def embed_sync(self, texts: list[str]) -> list[list[float]]:
         if not texts:
             return []

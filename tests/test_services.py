@@ -1,0 +1,78 @@
+"""The long-lived resources (proxy/services.py): the embedded database kept running, and the breaker that
+stops a down database from costing every chat turn its whole retrieval budget."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from proxy.breaker import Breaker
+from proxy.services import open_services
+from proxy.settings import load_settings
+from tests.conftest import PROXY_KEY, USER_A, chat_body, metric, user_headers
+
+CHAT = "/v1/chat/completions"
+
+
+async def test_a_killed_embedded_database_is_started_again(tmp_path: Path) -> None:
+    """SIGKILL to the embedded postmaster: nothing restarted it, and only a proxy restart (which lost the
+    held jobs) brought memory back. Now the supervisor starts it again and says so."""
+    settings = load_settings({"MEMORY_PROXY_DATA_DIR": str(tmp_path), "PROXY_API_KEYS": PROXY_KEY,
+                              "EMBEDDING_PROVIDER": "local"})
+    restarted = metric("memory_proxy_database_restarts_total", outcome="restarted")
+    async with open_services(settings) as services:
+        pid = int((tmp_path / "postgres" / "postmaster.pid").read_text().split()[0])
+        os.kill(pid, signal.SIGKILL)
+        async with asyncio.timeout(60):  # the supervisor looks every second; backends take a moment to go
+            while metric("memory_proxy_database_restarts_total", outcome="restarted") == restarted:
+                await asyncio.sleep(0.2)
+            while True:
+                try:
+                    async with services.pool.connection() as conn:
+                        await conn.execute("SELECT 1")
+                    break
+                except psycopg.Error:
+                    await asyncio.sleep(0.2)
+        assert int((tmp_path / "postgres" / "postmaster.pid").read_text().split()[0]) != pid
+
+
+async def test_after_repeated_database_failures_turns_skip_the_memory_side(
+        client: Any, outside: Any, pg_server: Any, database_url: str) -> None:
+    name = database_url.split("?")[0].rsplit("/", 1)[1]
+    with psycopg.connect(pg_server.get_uri(), autocommit=True) as admin:
+        admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS false")
+        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", [name])
+    tried = metric("memory_proxy_fail_open_total", reason="database_error") + metric(
+        "memory_proxy_fail_open_total", reason="database_timeout")
+    skipped = metric("memory_proxy_fail_open_total", reason="breaker_open")
+    for _ in range(6):
+        response = await client.post(CHAT, json=chat_body("Where do I live?"), headers=user_headers(USER_A))
+        assert response.status_code == 200  # chat goes on, without memory
+    after = metric("memory_proxy_fail_open_total", reason="database_error") + metric(
+        "memory_proxy_fail_open_total", reason="database_timeout")
+    assert after - tried == Breaker().threshold  # three turns tried the database …
+    assert metric("memory_proxy_fail_open_total", reason="breaker_open") - skipped == 3  # … the others did not
+
+
+def test_the_breaker_opens_lets_one_probe_through_after_the_cool_down_and_backs_off() -> None:
+    now = [0.0]
+    breaker = Breaker(threshold=3, cool_s=5, max_cool_s=20, clock=lambda: now[0])
+    for _ in range(3):
+        assert breaker.allow()
+        breaker.failure()
+    assert not breaker.allow()  # open
+    now[0] = 5.0
+    assert breaker.allow()  # half-open: one probe …
+    assert not breaker.allow()  # … and only one
+    breaker.failure()  # the probe failed: open again, for longer
+    now[0] = 14.0
+    assert not breaker.allow()
+    now[0] = 15.0
+    assert breaker.allow()
+    breaker.success()  # closed
+    assert all(breaker.allow() for _ in range(5))
