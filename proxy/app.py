@@ -14,11 +14,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 import httpx
+import psycopg
 from litestar import Litestar, Request, Response
 from litestar.exceptions import HTTPException
+from psycopg_pool import PoolTimeout
 
 from .auth import KeyChecker, load_api_keys
-from .errors import ProxyError, openai_error
+from .errors import BadRequest, ProxyError, Unavailable, openai_error
 from .manage import MANAGE_ROUTES, OPENAPI_CONFIG
 from .observability import log
 from .request_id import RequestIdMiddleware
@@ -35,6 +37,17 @@ def _proxy_error(_: Request[Any, Any, Any], exc: ProxyError) -> Response[dict[st
 def _http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[dict[str, Any]]:
     error_type = "invalid_request_error" if exc.status_code < 500 else "server_error"
     return Response(openai_error(str(exc.detail), error_type), status_code=exc.status_code)
+
+
+def _database_error(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
+    """Where a route meets the database unguarded: a value it cannot hold (NUL, a lone surrogate) is the
+    request's fault (400); anything else means the database is unavailable (503). Never a 500."""
+    if isinstance(exc, psycopg.DataError | UnicodeError):
+        return _proxy_error(request, BadRequest("the request holds characters the database cannot store "
+                                                "(NUL or a lone surrogate)", code="unstorable_text"))
+    log.warning("database_unavailable", path=request.url.path, error=f"{type(exc).__name__}: {exc}"[:300])
+    return _proxy_error(request, Unavailable("the database is unavailable; chat still works, memory does not",
+                                             code="database_unavailable"))
 
 
 def _unexpected_error(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
@@ -77,6 +90,9 @@ def create_app(settings: Settings, http_client: httpx.AsyncClient | None = None,
         exception_handlers={
             ProxyError: _proxy_error,
             HTTPException: _http_error,
+            psycopg.Error: _database_error,
+            PoolTimeout: _database_error,
+            UnicodeError: _database_error,
             Exception: _unexpected_error,
         },
         request_max_body_size=settings.server.max_request_bytes,

@@ -23,7 +23,7 @@ from litestar.openapi.plugins import JsonRenderPlugin
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 from litestar.static_files import create_static_files_router
 
-from .auth import bearer_token
+from .auth import bearer_token, checked_user_id, read_user_id
 from .errors import (
     AuthenticationFailed,
     BadRequest,
@@ -35,9 +35,8 @@ from .errors import (
 )
 from .memory.document import embedding_text
 from .memory.embed import embed_one
-from .memory.content import MAX_MEMORY_BYTES, memory_content
+from .memory.content import MAX_MEMORY_BYTES, UNSTORABLE, memory_content
 from .memory.retrieve import retrieve_memories
-from .pipeline import MAX_USER_ID_LENGTH, read_user_id
 from .schemas import FactAttributes
 from .services import Services
 from .settings import MEMORY_TYPES
@@ -68,7 +67,7 @@ async def acting_user(
         raise AuthenticationFailed("missing API key: send 'Authorization: Bearer <key>'")
     if not services.ready.is_set():
         raise Unavailable("the database is not reachable or not migrated yet")
-    named = (user or "").strip() or None
+    named = None if user is None else checked_user_id(user, "?user=")
     if request.app.state.key_checker.verify(token):
         identity = read_user_id(request.headers, services.settings.server)
         if identity:
@@ -83,8 +82,6 @@ async def acting_user(
             return _only(owner_id, named)
     if not named:
         raise BadRequest("an admin key must name the user: add ?user=<user id>", param="user", code="user_required")
-    if len(named) > MAX_USER_ID_LENGTH:
-        raise BadRequest(f"the user id is longer than {MAX_USER_ID_LENGTH} characters", param="user")
     return named
 
 
@@ -115,9 +112,19 @@ def _clean_content(raw: str) -> str:
     content = memory_content(raw)
     if not content.text:
         raise BadRequest("content is empty", param="content", code="empty_content")
-    if content.problem:
+    if len(content.text.encode("utf-8", "surrogatepass")) > MAX_MEMORY_BYTES:
         raise BadRequest(f"content is over {MAX_MEMORY_BYTES} bytes", param="content", code="content_too_long")
+    if content.problem:
+        raise BadRequest(content.problem, param="content", code="unstorable_text")
     return content.text
+
+
+async def _storable_parameters(request: Request[Any, Any, Any]) -> None:
+    """Every path and query parameter of the API must be text PostgreSQL can hold: a clear 400 here, not a
+    database error later."""
+    for name, value in [*request.path_params.items(), *request.query_params.multi_items()]:
+        if isinstance(value, str) and UNSTORABLE.search(value):
+            raise BadRequest(f"{name} holds NUL or a lone surrogate", param=name, code="unstorable_text")
 
 
 def _check_type(memory_type: str) -> str:
@@ -304,7 +311,7 @@ async def export_memories(request: Request[Any, Any, Any], user_id: NamedDepende
         held = await manage.export(conn, user_id)
     body = {"user": user_id, "exported_at": datetime.now(UTC), **held}
     if format == "markdown":
-        return Response(to_markdown(body), media_type="text/markdown; charset=utf-8",
+        return Response(to_markdown(body), media_type="text/markdown",  # Litestar adds "; charset=utf-8"
                         headers={"content-disposition": 'attachment; filename="memories.md"'})
     return Response(body, headers={"content-disposition": 'attachment; filename="memories.json"'})
 
@@ -349,10 +356,26 @@ API = Router(
     route_handlers=[list_memories, search_memories, get_memory, create_memory, edit_memory, pin_memory,
                     unpin_memory, delete_memory, memory_history, restore_memory, export_memories, erase_user],
     dependencies={"user_id": Provide(acting_user)},
+    before_request=_storable_parameters,
     tags=["memories"],
 )
+# The page loads nothing but its own files: no inline script, no frame around it, no guessed types.
+BROWSER_HEADERS = {
+    "content-security-policy": "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                               "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+    "x-frame-options": "DENY",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+}
+
+
+def _browser_headers(response: Response[Any]) -> Response[Any]:
+    response.headers.update(BROWSER_HEADERS)
+    return response
+
+
 BROWSER = create_static_files_router(path="/memories", directories=[BROWSER_DIR], html_mode=True,
-                                     name="memory_browser")
+                                     name="memory_browser", after_request=_browser_headers)
 MANAGE_ROUTES = [API, BROWSER]
 # The schema of every route as JSON at /api/v1/schema/openapi.json (no UI: it would load from a CDN).
 OPENAPI_CONFIG = OpenAPIConfig(title="memory-proxy", version="1", path=f"{API_PREFIX}/schema",

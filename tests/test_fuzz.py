@@ -1,4 +1,4 @@
-"""Property-based fuzzing of every endpoint with hypothesis (1,350 generated requests in all).
+"""Property-based fuzzing of every endpoint with hypothesis (1,850 generated requests in all).
 
 With the upstream answering 200 (JSON, or SSE when asked to stream), whatever a client sends:
 the proxy never answers 5xx itself, and every 4xx body is an OpenAI-format error. One app and one
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from urllib.parse import quote
 from typing import Any
 
 import httpx
@@ -151,3 +152,39 @@ async def test_fuzzed_requests_on_every_endpoint(client: Any, outside: Any, meth
         assert response.status_code < 500
     else:
         check(response)
+
+
+def _sent(value: str) -> str:
+    """A value as it travels in a URL: percent-encoded UTF-8 (a lone surrogate as the bytes it would have)."""
+    return quote(value.encode("utf-8", "surrogatepass"), safe="")
+
+
+odd_values = st.one_of(text, st.sampled_from(["\x00", "\ud800", "\x1b[31m", "\x7f", "%00", "../..", "' OR 1=1 --"]),
+                       st.integers(1, 4).map(lambda n: "é" * 500 * n))  # a URL holds at most 64 KiB
+huge_values = odd_values | st.integers(1, 40).map(lambda n: "é" * 1000 * n) | st.just("x" * 100_000)
+MANAGE_ROUTES = [("GET", "/memories"), ("GET", "/memories/search"), ("GET", "/memories/{id}"),
+                 ("PATCH", "/memories/{id}"), ("POST", "/memories"), ("POST", "/memories/{id}/pin"),
+                 ("POST", "/memories/{id}/unpin"), ("DELETE", "/memories/{id}"), ("GET", "/memories/{id}/history"),
+                 ("POST", "/memories/{id}/restore"), ("GET", "/export"), ("POST", "/erase")]
+
+
+@given(route=st.sampled_from(MANAGE_ROUTES), memory_id=odd_values,
+       params=st.dictionaries(st.sampled_from(["q", "cursor", "type", "limit", "reason", "format", "confirm",
+                                               "user", "pinned"]), odd_values, max_size=3),
+       body=st.fixed_dictionaries({}, optional={"content": huge_values | json_values, "memory_type": huge_values,
+                                                "pinned": json_values, "reason": huge_values}),
+       admin_key=st.booleans())
+@settings(max_examples=500, **FUZZ)
+async def test_fuzzed_values_on_every_management_route(client: Any, memory: str, route: tuple[str, str],
+                                                       memory_id: str, params: dict[str, str], body: dict[str, Any],
+                                                       admin_key: bool) -> None:
+    """NUL, lone surrogates, control characters and huge values in every id, parameter and field:
+    never a 5xx (they gave 500 on 8 routes), always the OpenAI error shape."""
+    method, template = route
+    path = "/api/v1" + template.replace("{id}", _sent(memory_id))
+    query = "&".join(f"{key}={_sent(value)}" for key, value in {"user": USER_A, **params}.items()
+                     if admin_key or key != "user")
+    headers = {} if admin_key else {"x-openwebui-user-id": USER_A}
+    response = await client.request(method, f"{path}?{query}", content=encoded(body, True),
+                                    headers={**headers, "content-type": "application/json"})
+    check(response)

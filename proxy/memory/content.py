@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from .redact import redact
 
 _PLACEHOLDER = re.compile(r"\[REDACTED: (\w+)\]")  # what redact() leaves: text that held a secret before
+UNSTORABLE = re.compile("[\x00\ud800-\udfff]")  # what no PostgreSQL text can hold: NUL, lone surrogates
 
 MAX_MEMORY_BYTES = 2048
 MAX_FACTS_PER_TURN = 10  # per-turn cap on new memories: a runaway extraction cannot flood the store
@@ -28,6 +29,8 @@ class Content:
         """Why it cannot be stored (empty, too long), or None."""
         if not self.text:
             return "the memory text is empty"
+        if UNSTORABLE.search(self.text):
+            return "the memory text holds NUL or a lone surrogate"
         if len(self.text.encode()) > MAX_MEMORY_BYTES:
             return f"the memory text is over {MAX_MEMORY_BYTES} bytes"
         return None

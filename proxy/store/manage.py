@@ -215,10 +215,31 @@ async def erase_user(conn: AsyncConnection[Any], user_id: str) -> dict[str, int]
         links = await conn.execute("DELETE FROM users_vectors WHERE user_id = %s RETURNING vector_id", [user_id])
         vector_ids = [r[0] for r in await links.fetchall()]
     counts = {"memories": len(vector_ids), "updates": updates.rowcount, "jobs": jobs.rowcount}
+    counts["vectors"] = await delete_orphan_vectors(conn, vector_ids)
+    return counts
+
+
+async def purge_history(conn: AsyncConnection[Any], user_id: str, older_than_days: float) -> int:
+    """HISTORY_RETENTION_DAYS: the user's retired memories (replaced, deleted, forgotten, expired…) retired
+    longer ago than that, with their audit rows, and then their vectors if nobody links them any more."""
+    async with user_scope(conn, user_id):
+        links = await conn.execute(
+            "DELETE FROM users_vectors WHERE user_id = %s AND superseded_at < now() - %s * interval '1 day'"
+            " RETURNING vector_id", [user_id, older_than_days])
+        vector_ids = [r[0] for r in await links.fetchall()]
+        await conn.execute("DELETE FROM memory_updates WHERE user_id = %s AND old_vector_id = ANY(%s)",
+                           [user_id, vector_ids])
+    await delete_orphan_vectors(conn, vector_ids)
+    return len(vector_ids)
+
+
+async def delete_orphan_vectors(conn: AsyncConnection[Any], vector_ids: list[str]) -> int:
+    """Of `vector_ids`, delete those no user links and that are not global (every user's links seen)."""
+    if not vector_ids:
+        return 0
     async with all_users(conn):
         orphans = await conn.execute(
             "DELETE FROM vectors v WHERE v.id = ANY(%s)"
             " AND NOT EXISTS (SELECT 1 FROM users_vectors o WHERE o.vector_id = v.id)"
             " AND NOT EXISTS (SELECT 1 FROM global_vectors g WHERE g.vector_id = v.id)", [vector_ids])
-    counts["vectors"] = orphans.rowcount
-    return counts
+    return orphans.rowcount
