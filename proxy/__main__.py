@@ -165,9 +165,13 @@ def _memories_import(settings: Settings, args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         print(f"error: {args.file}: {exc}", file=sys.stderr)
         return 2
-    user_id = args.user or file_user
-    if not user_id:
+    if not (args.user or file_user):
         print("error: the export names no user: pass --user", file=sys.stderr)
+        return 2
+    try:
+        user_id = args.user or user_id_argument(file_user or "")
+    except argparse.ArgumentTypeError as exc:
+        print(f"error: {args.file}: {exc}", file=sys.stderr)
         return 2
     now = datetime.now(UTC)
     storable = []
@@ -267,12 +271,23 @@ def _jobs_retry(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def user_id_argument(raw: str) -> str:
+    """A --user value, checked as every user id is (an empty one is an error, never "any user")."""
+    from .auth import checked_user_id
+    from .errors import BadRequest
+
+    try:
+        return checked_user_id(raw, "--user")
+    except BadRequest as exc:
+        raise argparse.ArgumentTypeError(exc.message) from exc
+
+
 def _keys_create(settings: Settings, args: argparse.Namespace) -> int:
     from .store import keys
 
     async def create(services: Services) -> tuple[str, str]:
         async with services.pool.connection() as conn:
-            return await keys.create_key(conn, user_id=args.user, label=args.label)
+            return await keys.create_key(conn, user_id=None if args.admin else args.user, label=args.label)
 
     key_id, secret = _run_with_services(settings, create)
     print(f"key id: {key_id}\nkey:    {secret}")
@@ -330,7 +345,7 @@ def build_parser() -> argparse.ArgumentParser:
     mem_commands = mem.add_subparsers(dest="memories_command", required=True, metavar="ACTION")
     add = mem_commands.add_parser("add", help="embed TEXT and store it as a memory of --user (or --global)")
     owner = add.add_mutually_exclusive_group(required=True)
-    owner.add_argument("--user", help="the user id (as sent in the user id header)")
+    owner.add_argument("--user", type=user_id_argument, help="the user id (as sent in the user id header)")
     owner.add_argument("--global", dest="is_global", action="store_true",
                        help="a global memory, seen by users with fewer than 5 memories of their own")
     add.add_argument("text", nargs="+", help="the memory, e.g. 'User is a software engineer.'")
@@ -339,13 +354,13 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument("file", help="a UTF-8 text file; empty lines and lines starting with # are skipped")
     load.set_defaults(run=_memories_load_global)
     show = mem_commands.add_parser("list", help="list a user's active memories (id, stated date, type, pin, text)")
-    show.add_argument("--user", required=True, help="the user id (as sent in the user id header)")
+    show.add_argument("--user", required=True, type=user_id_argument, help="the user id (as sent in the user id header)")
     show.add_argument("--limit", type=int, help="at most N memories, newest statement first (default: all)")
     show.add_argument("--json", action="store_true", help="print a JSON array instead of a table")
     show.set_defaults(run=_memories_list)
     export = mem_commands.add_parser("export", help="write a user's active memories as JSON (re-importable) "
                                                     "or Markdown (to read)")
-    export.add_argument("--user", required=True, help="the user id")
+    export.add_argument("--user", required=True, type=user_id_argument, help="the user id")
     export.add_argument("--format", choices=["json", "markdown"], default="json", help="default json")
     export.add_argument("--output", metavar="FILE", help="write to FILE instead of standard output")
     export.set_defaults(run=_memories_export)
@@ -353,7 +368,7 @@ def build_parser() -> argparse.ArgumentParser:
         "import", help="import a JSON export: re-embedded with the configured model, dates, types and pins kept; "
                        "memories the user already holds are skipped (idempotent)")
     importing.add_argument("file", help="a file written by `memories export --format json`")
-    importing.add_argument("--user", help="import for this user instead of the one named in the file")
+    importing.add_argument("--user", type=user_id_argument, help="import for this user instead of the one named in the file")
     importing.set_defaults(run=_memories_import)
 
     reembed = commands.add_parser(
@@ -370,7 +385,7 @@ def build_parser() -> argparse.ArgumentParser:
         "maintain", help="run memory maintenance now: expire, merge near-duplicates, prune",
         description="Run maintenance once (what a worker does every MAINTENANCE_INTERVAL_SECONDS) and print "
                     "how many memories each action touched.")
-    maintain.add_argument("--user", help="only this user's memories (default: every user)")
+    maintain.add_argument("--user", type=user_id_argument, help="only this user's memories (default: every user)")
     maintain.set_defaults(run=_maintain)
 
     job = commands.add_parser("jobs", help="inspect and retry formation jobs")
@@ -386,7 +401,9 @@ def build_parser() -> argparse.ArgumentParser:
     key = commands.add_parser("keys", help="create, list and revoke API keys")
     key_commands = key.add_subparsers(dest="keys_command", required=True, metavar="ACTION")
     create = key_commands.add_parser("create", help="create an API key; its secret is printed once")
-    create.add_argument("--user", help="bind the key to this user id (default: a key for any user)")
+    whose = create.add_mutually_exclusive_group(required=True)
+    whose.add_argument("--user", type=user_id_argument, help="a key that acts only for this user id")
+    whose.add_argument("--admin", action="store_true", help="an admin key: read, write and erase for every user")
     create.add_argument("--label", default="", help="a note saying whose or what the key is for")
     create.set_defaults(run=_keys_create)
     revoke = key_commands.add_parser("revoke", help="revoke a key by its id (clients using it get 401)")
@@ -407,9 +424,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     from .observability import configure_logging
 
-    configure_logging(settings.log.level, settings.log.format,
-                      user_ids=settings.log.user_ids, user_id_key=settings.log.user_id_key)
+    configure_logging(settings.log.level, settings.log.format, user_ids=settings.log.user_ids,
+                      user_id_key=log_user_id_key(settings), memory_text=settings.log.memory_text)
     return int(args.run(settings, args))
+
+
+def log_user_id_key(settings: Settings) -> str:
+    """LOG_USER_ID_KEY, or one generated on first start and kept in the data dir: a fixed key would let
+    anyone recompute the pseudonym of a guessable id (an e-mail)."""
+    from .auth import LOG_KEY_FILE, stored_secret
+
+    return settings.log.user_id_key or stored_secret(settings.server.data_dir / LOG_KEY_FILE)[0]
 
 
 if __name__ == "__main__":

@@ -62,7 +62,7 @@ FAIL_OPEN = Counter(
     "memory_proxy_fail_open_total",
     "Turns whose memory search failed, by reason (embedder_error, embedder_timeout: the most recent "
     "memories were injected instead; database_error, database_timeout, database_not_ready, internal_error: "
-    "relayed without memory).",
+    "relayed without memory; breaker_open: the database failed repeatedly and is not tried for a while).",
     ["reason"],
 )
 
@@ -79,6 +79,12 @@ DECISIONS = Counter(
     "rate(…{action=~\"replace|refine\"}) / rate(…); dedup rate: rate(…{action=\"ignore\"}) / rate(…).",
     ["action"],
 )
+DATABASE_RESTARTS = Counter(
+    "memory_proxy_database_restarts_total",
+    "The embedded PostgreSQL found stopped and started again by the proxy (restarted), or a start that "
+    "failed (failed; retried with backoff).",
+    ["outcome"],
+)
 FACTS_DROPPED = Counter(
     "memory_proxy_facts_dropped_total",
     "Facts the memory LLM returned that were not stored, by reason: not_about_user, request (what the "
@@ -89,8 +95,9 @@ FACTS_DROPPED = Counter(
 )
 JOB_EVENTS = Counter(
     "memory_proxy_jobs_total",
-    "Formation job events: enqueued (written), held (database unavailable: kept in memory and retried), "
-    "dropped (outbox full, or held at exit), completed, retried, dead, skipped (trivial turn).",
+    "Formation job events: enqueued (written), held (database unavailable: spooled to the data dir and "
+    "retried), rejected (values the database refuses: set aside), dropped (outbox full, or held at exit "
+    "and not spooled), completed, retried, dead, skipped (no LLM call needed).",
     ["event"],
 )
 OUTBOX_JOBS = Gauge("memory_proxy_outbox_jobs",
@@ -129,8 +136,17 @@ def _hash_user_ids(key: str) -> Callable[[Any, str, dict[str, Any]], dict[str, A
     return hash_user_id
 
 
+def _without_memory_text(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
+    """LOG_MEMORY_TEXT=false: a `memory_decision` line keeps actions, ids and lengths, not fact text."""
+    for key in ("decisions", "dropped"):
+        if isinstance(event.get(key), list):
+            event[key] = [{**item, "fact": len(item["fact"])} if isinstance(item, dict) and
+                          isinstance(item.get("fact"), str) else item for item in event[key]]
+    return event
+
+
 def configure_logging(level: str = "info", fmt: str = "json", *, user_ids: str = "hashed",
-                      user_id_key: str = "") -> None:
+                      user_id_key: str = "", memory_text: bool = True) -> None:
     """JSON lines in production, a readable console in development; stdlib logging routed through too.
 
     Every line of a request carries its `request_id` (request_id.py binds it), every line of a formation
@@ -148,6 +164,8 @@ def configure_logging(level: str = "info", fmt: str = "json", *, user_ids: str =
     ]
     if user_ids != "raw":
         processors.append(_hash_user_ids(user_id_key))
+    if not memory_text:
+        processors.append(_without_memory_text)
     structlog.configure(
         processors=[*processors, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(level_no),

@@ -101,6 +101,12 @@ def _text(value: str) -> str:
     return value.strip()
 
 
+def _jwt_secret(value: str) -> str:
+    if len(value.encode()) < 32:
+        raise ValueError("must be at least 32 bytes: a shorter HS256 secret can be guessed by brute force")
+    return value
+
+
 def _fraction(value: str) -> float:
     number = float(value)
     if not 0.0 <= number <= 1.0:
@@ -160,8 +166,9 @@ SPECS: tuple[Spec, ...] = (
          "Unset: a key is generated on first start, stored in the data dir and printed.", _key_list),
     Spec("USER_ID_HEADER", "x-openwebui-user-id", "Request header that carries the user id; "
          "absent → anonymous relay (no memory).", _header_name),
-    Spec("USER_JWT_SECRET", "", "OpenWebUI's `FORWARD_USER_INFO_HEADER_JWT_SECRET`. Set: the user is the `sub` of "
-         "the signed `X-OpenWebUI-User-Jwt` (HS256) and a bare user-id header is refused (401)."),
+    Spec("USER_JWT_SECRET", "", "OpenWebUI's `FORWARD_USER_INFO_HEADER_JWT_SECRET` (at least 32 bytes, as HS256 "
+         "needs). Set: the user is the `sub` of the signed `X-OpenWebUI-User-Jwt` and a bare user-id header is "
+         "refused (401).", _jwt_secret),
     Spec("MAX_REQUEST_BYTES", "33554432", "Largest request body accepted (bytes), images included.",
          _positive_int),
     Spec("SHUTDOWN_TIMEOUT", "30", "Seconds after SIGTERM for open streams to finish (then they are cut), and "
@@ -256,14 +263,24 @@ SPECS: tuple[Spec, ...] = (
          "are merged (the newer statement stays; the other is superseded).", _score),
     Spec("MAINTENANCE_PRUNE_AFTER_DAYS", "90", "Unpinned memories of a decaying type that have not been "
          "used for this many days and whose recency fell below 5 % are pruned.", _positive_float),
+    Spec("HISTORY_RETENTION_DAYS", "180", "Retired memories (replaced, deleted, forgotten, expired, pruned) and "
+         "their audit rows are kept this long for history and restore, then deleted by maintenance.",
+         _positive_float),
+    Spec("JOB_RETENTION_DAYS", "7", "Done formation jobs (their chat text is already gone) are deleted by "
+         "maintenance after this many days.", _positive_float),
+    Spec("DEAD_JOB_RETENTION_DAYS", "30", "Dead formation jobs keep the turn's text for `jobs retry`; they "
+         "(and jobs the database refused, set aside in the data dir) are deleted after this many days.",
+         _positive_float),
     # logs
     Spec("LOG_LEVEL", "info", "debug, info, warning or error.", _choice("debug", "info", "warning", "error")),
     Spec("LOG_FORMAT", "json", "`json` (one JSON object per line) or `console` (readable, for development).",
          _choice("json", "console")),
     Spec("LOG_USER_IDS", "hashed", "`hashed`: user ids appear in logs as a 16-hex HMAC-SHA256 pseudonym "
          "(keyed by `LOG_USER_ID_KEY`); `raw`: as they are.", _choice("hashed", "raw")),
-    Spec("LOG_USER_ID_KEY", "", "Secret key of the logged user-id pseudonyms. Unset: a fixed key, so "
-         "pseudonyms of guessable ids (e-mails) can be recomputed by anyone."),
+    Spec("LOG_USER_ID_KEY", "", "Secret key of the logged user-id pseudonyms. Unset: one is generated on first "
+         "start and kept in the data dir, so that nobody can recompute a pseudonym from a guessable id."),
+    Spec("LOG_MEMORY_TEXT", "true", "Log the text of facts in `memory_decision` lines. `false`: only their "
+         "actions, ids and lengths (logs then hold no memory text, which an erase cannot reach).", _bool),
 )
 
 
@@ -360,6 +377,9 @@ class MaintenanceSettings:
     interval_s: float = 3600.0
     dedup_similarity: float = 0.95
     prune_after_days: float = 90.0
+    history_days: float = 180.0
+    job_days: float = 7.0
+    dead_job_days: float = 30.0
     half_life_days: Mapping[str, float | None] = field(
         default_factory=lambda: _days_per_type(DEFAULT_HALF_LIFE_DAYS))
 
@@ -370,6 +390,7 @@ class LogSettings:
     format: str
     user_ids: str = "hashed"
     user_id_key: str = field(default="", repr=False)
+    memory_text: bool = True
 
 
 @dataclass(frozen=True)
@@ -398,7 +419,8 @@ def _parse_all(env: Mapping[str, str]) -> dict[str, Any]:
         except ValueError as exc:
             detail = str(exc) if str(exc) and not str(exc).startswith(("invalid literal", "could not")) else (
                 "is not a number")
-            problems.append(f"{spec.name}={raw!r}: {detail}")
+            shown = "(hidden)" if spec.name.endswith(("_KEY", "_KEYS", "_SECRET")) else repr(raw)  # never a secret
+            problems.append(f"{spec.name}={shown}: {detail}")
     if values.get("MEMORY_LLM_PROVIDER") == "mistral" and values.get("MEMORY_LLM_MODE") == "json":
         problems.append("MEMORY_LLM_MODE='json': not available with MEMORY_LLM_PROVIDER=mistral "
                         "(use tools, json_schema or md_json)")
@@ -481,11 +503,14 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             ttl_days=v["MEMORY_TTL_DAYS"],
         ),
         log=LogSettings(level=v["LOG_LEVEL"], format=v["LOG_FORMAT"], user_ids=v["LOG_USER_IDS"],
-                        user_id_key=v["LOG_USER_ID_KEY"] or ""),
+                        user_id_key=v["LOG_USER_ID_KEY"] or "", memory_text=v["LOG_MEMORY_TEXT"]),
         maintenance=MaintenanceSettings(
             interval_s=v["MAINTENANCE_INTERVAL_SECONDS"],
             dedup_similarity=v["MAINTENANCE_DEDUP_SIMILARITY"],
             prune_after_days=v["MAINTENANCE_PRUNE_AFTER_DAYS"],
+            history_days=v["HISTORY_RETENTION_DAYS"],
+            job_days=v["JOB_RETENTION_DAYS"],
+            dead_job_days=v["DEAD_JOB_RETENTION_DAYS"],
             half_life_days=v["MEMORY_HALF_LIFE_DAYS"],
         ),
     )

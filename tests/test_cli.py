@@ -327,3 +327,27 @@ def test_keys_create_list_revoke(env: dict, monkeypatch, capsys) -> None:
     assert key_id in listed and "laptop" in listed and secret not in listed
     assert main(["keys", "revoke", key_id]) == 0
     assert main(["keys", "revoke", "no-such-key"]) == 1
+
+
+@pytest.mark.parametrize("argv", [["--user", ""], ["--user", "   "], [], ["--user", "a", "--admin"]])
+def test_keys_create_never_makes_an_admin_key_by_accident(argv: list[str], env: dict, monkeypatch, capsys) -> None:
+    """`keys create --user "$UNSET"` made an admin key (an empty user became NULL, which means admin)."""
+    _set_env(env, monkeypatch)
+    made = _fake_keys(monkeypatch)
+    with pytest.raises(SystemExit) as refused:
+        main(["keys", "create", *argv])
+    assert refused.value.code == 2 and made == {}
+
+
+def test_keys_create_admin_only_when_asked(env: dict, monkeypatch, capsys) -> None:
+    _set_env(env, monkeypatch)
+    made = _fake_keys(monkeypatch)
+    assert main(["keys", "create", "--admin", "--label", "ops"]) == 0
+    assert made == {"user_id": None, "label": "ops"}
+
+
+async def test_the_store_refuses_an_empty_user_id_for_a_key(db: Any) -> None:
+    from proxy.store.keys import create_key
+
+    with pytest.raises(ValueError):
+        await create_key(db, user_id="  ", label="x")

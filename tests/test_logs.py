@@ -135,3 +135,34 @@ def test_console_format_is_readable_and_json_format_is_json(capsys: pytest.Captu
     console, as_json = capsys.readouterr().err.splitlines()
     assert "hello_console" in console and "answer=42" in console and not console.startswith("{")
     assert json.loads(as_json)["event"] == "hello_json" and json.loads(as_json)["level"] == "info"
+
+
+def test_fact_text_can_be_kept_out_of_the_decision_logs(capsys: pytest.CaptureFixture[str]) -> None:
+    """LOG_MEMORY_TEXT=false: an erase cannot reach logs, so they need not hold what users said."""
+    decision = {"decisions": [{"fact": "User lives in Lyon.", "action": "add", "memory_id": "m1"}],
+                "dropped": [{"fact": "User banks at evil.example.", "why": "unsupported"}]}
+    try:
+        configure_logging("info", "json", memory_text=False)
+        log.info("memory_decision", user_id="alice", **decision)
+        configure_logging("info", "json")
+        log.info("memory_decision", user_id="alice", **decision)
+    finally:
+        structlog.reset_defaults()
+    without, with_text = (json.loads(line) for line in capsys.readouterr().err.splitlines())
+    assert without["decisions"] == [{"fact": 19, "action": "add", "memory_id": "m1"}]
+    assert without["dropped"] == [{"fact": 27, "why": "unsupported"}]
+    assert "Lyon" not in json.dumps(without) and "Lyon" in json.dumps(with_text)
+
+
+def test_without_a_configured_key_pseudonyms_use_a_generated_one_kept_in_the_data_dir(tmp_path: Any) -> None:
+    """With LOG_USER_ID_KEY unset, pseudonyms used a fixed key: anyone could recompute one from an id."""
+    from proxy.__main__ import log_user_id_key
+    from proxy.settings import load_settings
+
+    settings = load_settings({"MEMORY_PROXY_DATA_DIR": str(tmp_path)})
+    first, second = log_user_id_key(settings), log_user_id_key(settings)
+    assert len(first) >= 32 and first == second == (tmp_path / "log_user_id_key").read_text().strip()
+    assert (tmp_path / "log_user_id_key").stat().st_mode & 0o777 == 0o600
+    other = load_settings({"MEMORY_PROXY_DATA_DIR": str(tmp_path / "elsewhere")})
+    assert log_user_id_key(other) != first  # not a constant
+    assert log_user_id_key(load_settings({"MEMORY_PROXY_DATA_DIR": str(tmp_path), "LOG_USER_ID_KEY": "k"})) == "k"

@@ -188,9 +188,9 @@ async def test_maintenance_expires_merges_and_prunes_into_the_history(db: Any, d
 
     async with make_pool(database_url, 2) as pool:
         counts = await maintain(pool, MaintenanceSettings(), user_id=USER_A)
-        assert counts == {"expired": 1, "merged": 1, "pruned": 1}
+        assert counts == {"expired": 1, "merged": 1, "pruned": 1, "history_purged": 0}
         assert await maintain(pool, MaintenanceSettings(), user_id=USER_A) == {"expired": 0, "merged": 0,
-                                                                               "pruned": 0}
+                                                                               "pruned": 0, "history_purged": 0}
     cur = await db.execute("SELECT vector_id FROM users_vectors WHERE user_id = %s AND superseded_at IS NULL",
                            [USER_A])
     assert {r[0] for r in await cur.fetchall()} == {newer, pinned_stale, identity}

@@ -1,7 +1,9 @@
-"""Maintenance over all users or one (seed 000): expire TTLs, merge near-duplicates, prune stale memories.
+"""Maintenance over all users or one (seed 000): expire TTLs, merge near-duplicates, prune stale memories,
+and delete what is past its retention (HISTORY_RETENTION_DAYS, JOB_RETENTION_DAYS, DEAD_JOB_RETENTION_DAYS).
 
 Run by a worker every MAINTENANCE_INTERVAL_SECONDS (one worker at a time: a PostgreSQL advisory lock)
-and by `memory-proxy maintain`. Retired memories stay in the user's history (store/maintenance.py).
+and by `memory-proxy maintain`. Retired memories stay in the user's history (store/maintenance.py) until
+their retention ends.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from ..observability import log
 from ..settings import MaintenanceSettings
-from ..store import maintenance
+from ..store import jobs, maintenance, manage
 from ..store.scope import user_scope
 
 LOCK_KEY = 7_224_802  # pg_try_advisory_lock: one maintenance run at a time across workers
@@ -33,20 +35,25 @@ async def maintain_user(pool: AsyncConnectionPool, settings: MaintenanceSettings
         counts["pruned"] = await maintenance.retire(conn, user_id=user_id, ids=old, action="prune",
                                                     reason=f"unused for over {settings.prune_after_days:g} days "
                                                            "and decayed below 5 %")
+    async with pool.connection() as conn:
+        counts["history_purged"] = await manage.purge_history(conn, user_id, settings.history_days)
     return counts
 
 
 async def maintain(pool: AsyncConnectionPool, settings: MaintenanceSettings,
                    user_id: str | None = None) -> dict[str, int]:
-    """Counts of memories expired, merged and pruned."""
+    """Counts of memories expired, merged, pruned and purged (and, over all users, of jobs purged)."""
     if user_id is None:
         async with pool.connection() as conn:
             users = await maintenance.users_with_memories(conn)
     else:
         users = [user_id]
-    total: Counter[str] = Counter({"expired": 0, "merged": 0, "pruned": 0})
+    total: Counter[str] = Counter({"expired": 0, "merged": 0, "pruned": 0, "history_purged": 0})
     for user in users:
         total.update(await maintain_user(pool, settings, user))
+    if user_id is None:
+        async with pool.connection() as conn:
+            total.update(await jobs.purge(conn, done_days=settings.job_days, dead_days=settings.dead_job_days))
     log.info("maintenance", users=len(users), **total)
     return dict(total)
 

@@ -140,3 +140,16 @@ async def list_jobs(conn: AsyncConnection[Any], *, status: str | None, limit: in
             " WHERE %s::text IS NULL OR status = %s ORDER BY id DESC LIMIT %s", [status, status, limit])
     names = [c.name for c in cur.description or []]
     return [dict(zip(names, row, strict=True)) for row in await cur.fetchall()]
+
+
+async def purge(conn: AsyncConnection[Any], *, done_days: float, dead_days: float) -> dict[str, int]:
+    """JOB_RETENTION_DAYS / DEAD_JOB_RETENTION_DAYS: done jobs (their text is already gone) and dead jobs
+    (which still hold the turn's text, for a retry) finished or failed longer ago than that."""
+    async with in_all_users(conn):
+        done = await conn.execute(
+            "DELETE FROM memory_jobs WHERE status = 'done' AND finished_at < now() - %s * interval '1 day'",
+            [done_days])
+        dead = await conn.execute(
+            "DELETE FROM memory_jobs WHERE status = 'dead' AND coalesce(finished_at, run_after, created_at)"
+            " < now() - %s * interval '1 day'", [dead_days])
+    return {"jobs_done_purged": done.rowcount, "jobs_dead_purged": dead.rowcount}

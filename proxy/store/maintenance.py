@@ -90,5 +90,5 @@ async def stale(conn: AsyncConnection[Any], user_id: str, *, after_days: float,
 
 async def users_with_memories(conn: AsyncConnection[Any]) -> list[str]:
     async with in_all_users(conn):
-        cur = await conn.execute("SELECT DISTINCT user_id FROM users_vectors WHERE superseded_at IS NULL")
+        cur = await conn.execute("SELECT DISTINCT user_id FROM users_vectors")  # history too: it expires
     return [row[0] for row in await cur.fetchall()]
