@@ -72,7 +72,8 @@ from pgvector.psycopg import register_vector
 
 from proxy.store import embedded
 from proxy.store.database import migrate
-from proxy.store.memories import _HYBRID, SEARCH_CANDIDATES, TEXT_CANDIDATES
+from proxy.store.search import _STATEMENT as SHIPPED
+from proxy.store.search import BM25_B, BM25_K1, COMMON_TERM_SHARE, SEARCH_CANDIDATES
 
 DIM = 1024
 MODEL = "mistral-embed"
@@ -175,9 +176,9 @@ HNSW_SETTINGS = ("SET hnsw.iterative_scan = relaxed_order", "SET hnsw.ef_search 
 # prepared after 5 executions, after which PostgreSQL may switch to a generic plan); False plans every
 # execution with the actual values (a custom plan).
 PLAN_SQL: dict[str, tuple[str, bool | None]] = {
-    f"a shipped hybrid: {SEARCH_CANDIDATES} BQ candidates + BM25 over every word match, auto-prepared": (_HYBRID, None),
-    f"a shipped hybrid: {SEARCH_CANDIDATES} BQ candidates + BM25 over every word match, custom plan": (_HYBRID, False),
-    f"a shipped vector arm alone: {SEARCH_CANDIDATES} BQ candidates + exact rerank, custom plan": (_HYBRID, False),
+    "a shipped turn statement (tiers + hybrid + similarities), custom plan": (SHIPPED, False),
+    "a shipped turn statement, auto-prepared": (SHIPPED, None),
+    "a shipped vector arm alone (no tiers), custom plan": (SHIPPED, False),
     "a0 exact scan of every vector (before 0003)": (SQL_A0, False),
     "e exact halfvec, covering index": (SQL_E, False),
     "d HNSW iterative (relaxed)": (SQL_D, False),
@@ -227,6 +228,19 @@ def user_name(size: int) -> str:
     return f"measured-{size}"
 
 
+# What the migration 0007 does for existing links: the postings of a bulk load, in three statements.
+POST_IN_BULK = (
+    "INSERT INTO memory_terms (user_id, lexeme, vector_id, tf, dl) SELECT uv.user_id, w.lexeme, uv.vector_id,"
+    " greatest(cardinality(w.positions), 1), length(uv.search_text) FROM users_vectors uv, unnest(uv.search_text) w",
+    "INSERT INTO memory_lexicon SELECT user_id, lexeme, count(*) FROM memory_terms GROUP BY user_id, lexeme",
+    "INSERT INTO memory_term_stats SELECT user_id, count(*), sum(length(search_text)) FROM users_vectors GROUP BY user_id",
+)
+
+
+def content_of(i: int, name: str, half: bool) -> str:
+    return f"memory {i} of {name}" + (" half" if half else "")
+
+
 def load(uri: str, n: int, seed: int) -> tuple[Dataset, dict[str, float]]:
     rng = np.random.default_rng(seed)
     coarse = normalize(rng.standard_normal((COARSE, DIM), dtype=np.float32))
@@ -241,6 +255,13 @@ def load(uri: str, n: int, seed: int) -> tuple[Dataset, dict[str, float]]:
                             *[np.full(s, bg_users + i) for i, s in enumerate(MEASURED)]]).astype(np.int64)
     rng.shuffle(owner)
     names = [f"user-{i:06d}" for i in range(bg_users)] + [user_name(s) for s in MEASURED]
+    # every other memory of each user holds the word "half": the most common word the text arm still
+    # scores (COMMON_TERM_SHARE), its worst case since 0007
+    seen: dict[int, int] = {}
+    half = np.zeros(n, dtype=bool)
+    for i in range(n):
+        seen[int(owner[i])] = seen.get(int(owner[i]), 0) + 1
+        half[i] = seen[int(owner[i])] % 2 == 0
     raw = rng.bytes(16 * n)
     ids = [str(uuid.UUID(bytes=raw[16 * i:16 * i + 16], version=4)) for i in range(n)]
     for i, s in enumerate(MEASURED):
@@ -253,7 +274,8 @@ def load(uri: str, n: int, seed: int) -> tuple[Dataset, dict[str, float]]:
     with psycopg.connect(uri) as conn:
         register_vector(conn)
         with conn.transaction():
-            conn.execute("TRUNCATE vectors, users_vectors, global_vectors, memory_updates")
+            conn.execute("TRUNCATE vectors, users_vectors, global_vectors, memory_updates, memory_terms,"
+                         " memory_lexicon, memory_term_stats")
             with conn.cursor().copy("COPY vectors (id, embedding, embedding_model, content)"
                                     " FROM STDIN (FORMAT BINARY)") as copy:
                 copy.set_types(["text", "vector", "text", "text"])
@@ -266,7 +288,7 @@ def load(uri: str, n: int, seed: int) -> tuple[Dataset, dict[str, float]]:
                     for j in range(stop - start):
                         i = start + j
                         u = int(owner[i])
-                        copy.write_row((ids[i], vecs[j], MODEL, f"memory {i} of {names[u]}"))
+                        copy.write_row((ids[i], vecs[j], MODEL, content_of(i, names[u], half[i])))
                         if u in size_of:
                             ds.measured_ids[size_of[u]].append(ids[i])
                             measured_chunks[size_of[u]].append(vecs[j])
@@ -278,16 +300,22 @@ def load(uri: str, n: int, seed: int) -> tuple[Dataset, dict[str, float]]:
             conn.execute("CREATE TEMP TABLE links (user_id text, vector_id text, content_key text)")
             with conn.cursor().copy("COPY links FROM STDIN") as copy:
                 for i in range(n):
-                    content = f"memory {i} of {names[int(owner[i])]}"  # already lower-case, single-spaced
+                    content = content_of(i, names[int(owner[i])], half[i])  # already lower-case, single-spaced
                     copy.write_row((names[int(owner[i])], ids[i], hashlib.md5(content.encode()).hexdigest()))
+            conn.execute("ALTER TABLE users_vectors DISABLE TRIGGER memory_terms_follow")  # posted in bulk below
             conn.execute("INSERT INTO users_vectors (user_id, vector_id, content_key, embedding_model, embedding_bq,"
                          " search_text) SELECT l.user_id, l.vector_id, l.content_key, v.embedding_model,"
                          " binary_quantize(v.embedding), v.search_text FROM links l JOIN vectors v ON v.id = l.vector_id")
+            conn.execute("ALTER TABLE users_vectors ENABLE TRIGGER memory_terms_follow")
+            for statement in POST_IN_BULK:
+                conn.execute(statement)
             times["COPY + INSERT users_vectors (s)"] = time.perf_counter() - t1
         t2 = time.perf_counter()
         conn.autocommit = True
         conn.execute("VACUUM (ANALYZE) vectors")
         conn.execute("VACUUM (ANALYZE) users_vectors")
+        for table in ("memory_terms", "memory_lexicon", "memory_term_stats"):
+            conn.execute(f"VACUUM (ANALYZE) {table}")
         times["VACUUM ANALYZE (s)"] = time.perf_counter() - t2
         bad = conn.execute("SELECT count(*) FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id"
                            " WHERE uv.content_key <> v.content_key").fetchone()[0]
@@ -397,7 +425,7 @@ def add_candidate_variants(counts: list[int]) -> None:
     """The shipped query with other candidate counts than SEARCH_CANDIDATES (--candidates)."""
     for n in counts:
         if n != SEARCH_CANDIDATES:
-            PLAN_SQL[f"a' shipped vector arm alone, {n} BQ candidates, custom plan"] = (_HYBRID, False)
+            PLAN_SQL[f"a' shipped vector arm alone (no tiers), {n} BQ candidates, custom plan"] = (SHIPPED, False)
 
 
 def candidates_of(plan: str) -> int:
@@ -422,32 +450,35 @@ def measure_all(uri: str, ds: Dataset, plans: list[str], queries: int, warmup: i
                     for s in HNSW_SETTINGS:
                         conn.execute(s)
                 for min_score in MIN_SCORES:
+                    shipped = sql is SHIPPED
                     params = {"user_id": user_name(size), "model": MODEL, "dims": DIM, "with_global": True,
                               "min_score": min_score, "k": TOP_K, "candidates": candidates_of(plan),
-                              # the shipped hybrid statement (its ranking then runs in Python): the text arm
-                              # is given a query word that every memory of the user holds ("memory"), the
-                              # worst case for BM25, and the number of the memory the query was made from
+                              # the shipped statement (its ranking then runs in Python), as a chat turn
+                              # runs it: the tiers, both arms; the query's words are "memory" (in every
+                              # memory: dropped), the number of the memory it was made from (in one) and
+                              # "half" (in exactly half: the text arm's worst case)
                               "cold": 5, "use_vector": True, "use_text": "vector arm alone" not in plan,
+                              "common": COMMON_TERM_SHARE, "k1": BM25_K1, "b": BM25_B,
                               "rrf_k": 60, "w_vector": 1.0, "w_text": 1.0, "n": 50, "limit": TOP_K * 3,
-                              "text_candidates": TEXT_CANDIDATES}
-                    shipped = sql is _HYBRID
+                              "with_tiers": "no tiers" not in plan, "always": 20, "recent": 10}
                     lat, hits, got_n, n_truth = [], 0, 0, 0
                     started = time.perf_counter()
                     for qi, q in enumerate(qs):
                         if qi >= warmup + 20 and time.perf_counter() - started > case_seconds:
                             break  # a very slow case: report what fits in the time cap
                         params["q"] = q
-                        params["text"] = f"what is memory {int(picks[qi])} about"
+                        params["text"] = f"what is memory {int(picks[qi])} about, half of it"
                         t = time.perf_counter()
                         res = conn.execute(sql, params, prepare=prepare, binary=shipped).fetchall()
                         el = (time.perf_counter() - t) * 1000
                         if qi < warmup:
                             continue
                         lat.append(el)
-                        got_n += len(res)
+                        found = [r[1] for r in res if r[0] == "hit"] if shipped else [r[0] for r in res]
+                        got_n += len(found)
                         tr = truth(ids, vecs, q, min_score)
                         n_truth += len(tr)
-                        hits += len(tr & {r[0] for r in res})
+                        hits += len(tr & set(found))
                     params["q"] = qs[-1]
                     plan_text = "\n".join(r[0] for r in conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql,
                                                                       params, prepare=False).fetchall())

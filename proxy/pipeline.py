@@ -26,7 +26,6 @@ from .errors import BadRequest, MemoryUnavailable, UpstreamError, openai_error
 from .inject import has_client_memory, inject_memories, within_budget
 from .memory.redact import redact_strings
 from .memory.retrieve import memories_for_turn as retrieve_turn
-from .memory.retrieve import record_use
 from .observability import (
     ADDED_LATENCY,
     FAIL_OPEN,
@@ -109,7 +108,7 @@ async def memories_for_turn(services: Services, user_id: str, body: dict[str, An
     RETRIEVAL_OUTCOMES.labels("hit" if memories else "miss").inc()
     MEMORIES_INJECTED.observe(len(memories))
     if memories:
-        services.spawn(record_use(services.pool, user_id, [m.id for m in memories]))
+        services.uses.add(user_id, [m.id for m in memories])
     return memories
 
 

@@ -35,7 +35,7 @@ class SearchHit:
     query_terms: int = 0  # distinct words of the query (stemmed, without stop words)
     access_count: int = 0
     last_accessed_at: datetime | None = None
-    embedding: Sequence[float] = field(default_factory=list, repr=False)
+    similar: Sequence[float] = field(default_factory=tuple, repr=False)  # to each candidate, in their order
 
 
 @dataclass(frozen=True, slots=True)

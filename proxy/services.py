@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 import httpx
 import psycopg
@@ -15,8 +14,9 @@ from psycopg_pool import AsyncConnectionPool
 
 from .memory.embed import Embedder, build_embedder
 from .memory.llm import MemoryLLM
-from .observability import DATABASE_RESTARTS, log
+from .memory.uses import UseCounts
 from .breaker import Breaker
+from .observability import DATABASE_RESTARTS, log
 from .outbox import Outbox
 from .settings import Settings
 from .store.database import make_pool, migrate
@@ -33,20 +33,13 @@ class Services:
     llm: MemoryLLM
     ready: asyncio.Event  # set once the database answered and is migrated
     outbox: Outbox
-    clock: Callable[[], datetime]
-    breaker: Breaker = field(default_factory=Breaker)  # retrieval skips a database that keeps failing  # when a turn or an API-created memory is stated (benchmarks replay days)
-    background: set[asyncio.Task[None]] = field(default_factory=set)
-
-    def spawn(self, work: Coroutine[Any, Any, None]) -> None:
-        """Run small bookkeeping after the reply (kept referenced; awaited, bounded, at shutdown)."""
-        task = asyncio.create_task(work)
-        self.background.add(task)
-        task.add_done_callback(self.background.discard)
+    clock: Callable[[], datetime]  # when a turn or an API-created memory is stated (benchmarks replay days)
+    uses: UseCounts  # injections counted for ranking, written in batches
+    breaker: Breaker = field(default_factory=Breaker)  # retrieval skips a database that keeps failing
 
 
 MIGRATE_TIMEOUT_S = 60.0  # one attempt: connecting plus applying the migrations
 MIGRATE_RETRY_MAX_S = 30.0
-BACKGROUND_DRAIN_S = 5.0  # at shutdown, for bookkeeping tasks (use counts) still running
 START_WAIT_S = 3.0  # how long a start waits for the database before serving without memory
 SUPERVISE_S = 1.0  # how often the embedded postmaster is checked (a file read and a pid check)
 
@@ -138,16 +131,15 @@ async def open_services(settings: Settings, http_client: httpx.AsyncClient | Non
             services = Services(settings=settings, pool=pool, upstream=upstream,
                                 embedder=build_embedder(settings.embedding, clients[0]),
                                 llm=MemoryLLM(settings.memory_llm, clients[0]), ready=ready, outbox=outbox,
-                                clock=clock)
+                                clock=clock, uses=UseCounts(pool))
             outbox_task = asyncio.create_task(outbox.run(stop_outbox))
+            uses_task = asyncio.create_task(services.uses.run(stop_outbox))
             await services.embedder.warm_up()  # before serving: the first turn retrieves within its budget
             try:
                 yield services
             finally:
-                if services.background:
-                    await asyncio.wait(services.background, timeout=BACKGROUND_DRAIN_S)
                 stop_outbox.set()
-                await outbox_task
+                await asyncio.gather(outbox_task, uses_task)
                 if schema:
                     schema.cancel()
                     with suppress(asyncio.CancelledError):

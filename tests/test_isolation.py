@@ -18,7 +18,7 @@ import psycopg
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
-from proxy.store import jobs, memories
+from proxy.store import jobs, memories, search
 from proxy.store.database import APP_ROLE, make_pool
 from proxy.store.scope import all_users, user_scope
 
@@ -140,7 +140,7 @@ async def test_a_scope_ends_with_its_transaction(pool: AsyncConnectionPool) -> N
 
 
 async def test_100_users_10000_random_queries_never_see_another_users_row(pool: AsyncConnectionPool) -> None:
-    """Half the queries are the product's search (memories.search_memories); the other half are SQL that
+    """Half the queries are the product's search (search.neighbours); the other half are SQL that
     forgot the user filter (a botched search, and plain SELECTs on every user-owned table). Queries often
     aim at another user's memory exactly (its own vector), with no score threshold."""
     rng = np.random.default_rng(20261123)
@@ -155,8 +155,8 @@ async def test_100_users_10000_random_queries_never_see_another_users_row(pool: 
         searched_users.add(user)
         query = vectors[pick.randrange(len(vectors))] if i % 3 else unit(rng)
         if i % 2 == 0:
-            found = await memories.search_memories(conn, user_id=user, model=MODEL, embedding=query,
-                                                   top_k=25, min_score=-1.0, include_global=False)
+            found = await search.neighbours(conn, user_id=user, model=MODEL, embedding=query,
+                                            top_k=25, min_score=-1.0, include_global=False)
             rows = [(user if m.id in owned[user] else "someone else", m.id) for m in found]
             assert len(found) == min(25, len(owned[user]))  # the filter hides nothing of the user's own
         else:

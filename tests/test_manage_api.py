@@ -313,7 +313,8 @@ async def test_export_then_erase_leaves_nothing_of_the_user(client: Any, db: Any
     assert erased.status_code == 200, erased.text
     assert erased.json()["erased"] == {"memories": 3, "updates": 2, "jobs": 2, "vectors": 2}
 
-    for table in ("users_vectors", "memory_updates", "memory_jobs"):
+    for table in ("users_vectors", "memory_updates", "memory_jobs", "memory_terms", "memory_lexicon",
+                  "memory_term_stats"):
         rows = await (await db.execute(f"SELECT count(*) FROM {table} WHERE user_id = %s", [USER_A])).fetchone()
         assert rows[0] == 0, table
     left = await (await db.execute("SELECT id FROM vectors")).fetchall()

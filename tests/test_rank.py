@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
 import pytest
 
-from proxy.memory.rank import best_fused, frequency, mmr, qualifies, rank, recency, relevance, score
+from proxy.memory.rank import best_fused, frequency, mmr, qualifies, rank, recency, relevance, score, similarities
 from proxy.schemas import Memory, SearchHit
 from proxy.settings import RankingSettings, load_settings
 
@@ -17,12 +18,12 @@ HALF_LIVES = RankingSettings().half_life_days  # identity never, preference 180,
 
 def hit(memory_id: str = "m", *, said_days_ago: float = 0, memory_type: str = "preference", pinned: bool = False,
         used_days_ago: float | None = None, uses: int = 0, fused: float = 1 / 61, cosine: float = 0.9,
-        matched: int = 0, terms: int = 0, embedding: tuple[float, ...] = (1.0, 0.0)) -> SearchHit:
+        matched: int = 0, terms: int = 0, similar: tuple[float, ...] = ()) -> SearchHit:
     said = NOW - timedelta(days=said_days_ago)
     memory = Memory(memory_id, f"fact {memory_id}", said, stated_at=said, memory_type=memory_type, pinned=pinned)
     used = None if used_days_ago is None else NOW - timedelta(days=used_days_ago)
     return SearchHit(memory, fused=fused, cosine=cosine, matched_terms=matched, query_terms=terms,
-                     access_count=uses, last_accessed_at=used, embedding=list(embedding))
+                     access_count=uses, last_accessed_at=used, similar=similar)
 
 
 @pytest.mark.parametrize(("case", "expected"), [
@@ -68,12 +69,22 @@ def test_the_minimum_score_is_a_cosine_floor_that_half_the_query_words_can_pass(
 
 
 def test_mmr_skips_a_near_copy_for_something_new() -> None:
-    a, a_copy, other = hit("a", embedding=(1, 0)), hit("a2", embedding=(1, 0.01)), hit("b", embedding=(0, 1))
-    hits, scores = [a, a_copy, other], [1.0, 0.99, 0.5]
-    assert mmr(hits, scores, 3, 1.0) == [0, 1, 2]  # λ = 1: by score alone
-    # λ = 0.5: after a, the copy gets 0.5·0.99 − 0.5·~1 ≈ −0.005, b gets 0.5·0.5 − 0 = 0.25
-    assert mmr(hits, scores, 3, 0.5) == [0, 2, 1]
-    assert mmr(hits, scores, 2, 0.5) == [0, 2]
+    similar = np.array([[1.0, 0.99, 0.0], [0.99, 1.0, 0.01], [0.0, 0.01, 1.0]])  # a, a's copy, b
+    scores = [1.0, 0.99, 0.5]
+    assert mmr(scores, similar, 3, 1.0) == [0, 1, 2]  # λ = 1: by score alone
+    # λ = 0.5: after a, the copy gets 0.5·0.99 − 0.5·0.99 = 0, b gets 0.5·0.5 − 0 = 0.25
+    assert mmr(scores, similar, 3, 0.5) == [0, 2, 1]
+    assert mmr(scores, similar, 2, 0.5) == [0, 2]
+
+
+def test_rank_reads_the_similarities_of_the_hits_that_qualify() -> None:
+    settings = replace(RankingSettings(), mmr_lambda=0.5)
+    rows = [(1.0, 0.3, 0.99, 0.0), (0.3, 1.0, 0.3, 0.3), (0.99, 0.3, 1.0, 0.0), (0.0, 0.3, 0.0, 1.0)]
+    hits = [hit("a", fused=2 / 61, similar=rows[0]), hit("weak", cosine=0.1, similar=rows[1]),
+            hit("a2", fused=2 / 61, similar=rows[2]), hit("b", fused=1 / 61, similar=rows[3])]
+    assert similarities(hits, [0, 2, 3]).tolist() == [[1.0, 0.99, 0.0], [0.99, 1.0, 0.0], [0.0, 0.0, 1.0]]
+    ranked = rank(hits, top_k=2, min_score=0.8, mode="hybrid", now=NOW, settings=settings)
+    assert [m.id for m in ranked] == ["a", "b"]  # "weak" under the floor; a2 is a's near copy
 
 
 def test_rank_filters_scores_and_orders() -> None:

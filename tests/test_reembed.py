@@ -13,7 +13,8 @@ from proxy.memory.document import embedding_text
 from proxy.memory.reembed import reembed
 from proxy.services import open_services
 from proxy.settings import Settings
-from proxy.store.memories import insert_global_memory, search_memories
+from proxy.store.memories import insert_global_memory
+from proxy.store.search import neighbours
 from tests.conftest import USER_A, USER_B, add_memory, vector_for
 
 FACTS = {USER_A: ["User lives in Berlin.", "User is a software engineer who uses Bun."],
@@ -57,11 +58,11 @@ async def test_reembed_moves_old_vectors_to_the_configured_model(settings: Setti
     cur = await db.execute("SELECT vector_id FROM users_vectors WHERE user_id = %s", [USER_A])
     for (vector_id,) in await cur.fetchall():
         content, vector = await _expected(db, vector_id)
-        found = await search_memories(db, user_id=USER_A, model="mistral-embed", embedding=vector, top_k=1,
-                                      min_score=0.99)
+        found = await neighbours(db, user_id=USER_A, model="mistral-embed", embedding=vector, top_k=1,
+                                 min_score=0.99)
         assert [m.content for m in found] == [content]
-        assert not await search_memories(db, user_id=USER_B, model="mistral-embed", embedding=vector, top_k=5,
-                                         min_score=0.99, include_global=False)
+        assert not await neighbours(db, user_id=USER_B, model="mistral-embed", embedding=vector, top_k=5,
+                                    min_score=0.99, include_global=False)
 
 
 async def test_reembed_resumes_after_an_interruption(settings: Settings, outside: Any, db: Any) -> None:

@@ -78,15 +78,6 @@ async def test_full_text_finds_what_the_embedding_misses(proxy: Any, outside: An
     assert response.json()["memories"] == []
 
 
-async def test_bm25_ranks_the_rarer_word_first(db: Any) -> None:
-    for i in range(5):
-        await add_memory(db, USER_A, f"User has a cat number {i}.")
-    parrot = await add_memory(db, USER_A, "User has a parrot.")
-    hits = await memories.search_hits(db, user_id=USER_A, model="mistral-embed", embedding=vector_for("x"),
-                                      text="cat or parrot?", limit=10, mode="text")
-    assert hits[0].memory.id == parrot and hits[0].matched_terms == 1 and hits[0].query_terms == 2
-
-
 async def test_always_on_tier_reaches_every_turn_even_contentless_ones(proxy: Any, outside: Any, db: Any) -> None:
     await fillers(db, USER_A)
     name = await typed(db, USER_A, "User's name is Ana.", "identity")

@@ -9,13 +9,8 @@ import pytest
 
 from proxy.store.database import migrate, migration_names
 from proxy.store.embedded import BUNDLED_NEEDS, needs_rebuild
-from proxy.store.memories import (
-    SEARCH_CANDIDATES,
-    count_memories,
-    insert_memory,
-    link_vector,
-    search_memories,
-)
+from proxy.store.memories import count_memories, insert_memory, link_vector
+from proxy.store.search import SEARCH_CANDIDATES, neighbours
 from tests.conftest import USER_A, USER_B, add_memory, vector_for
 
 QUERY = "Which JavaScript runtime should I use for my next project?"
@@ -23,8 +18,8 @@ QUERY = "Which JavaScript runtime should I use for my next project?"
 
 async def search(conn: Any, user: str, text: str = QUERY, model: str = "mistral-embed",
                  min_score: float = 0.8, top_k: int = 10) -> list:
-    return await search_memories(conn, user_id=user, model=model, embedding=vector_for(text),
-                                 top_k=top_k, min_score=min_score)
+    return await neighbours(conn, user_id=user, model=model, embedding=vector_for(text),
+                            top_k=top_k, min_score=min_score)
 
 
 async def test_search_returns_only_the_users_memories_above_threshold(db: Any) -> None:

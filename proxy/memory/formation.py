@@ -27,7 +27,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from ..schemas import FactAttributes, Memory
 from ..settings import FormationSettings
-from ..store import memories
+from ..store import memories, search
 from ..store.scope import user_scope
 from .content import MAX_FACTS_PER_TURN, Content, memory_content
 from .document import embedding_text
@@ -104,9 +104,9 @@ async def form(turn: Turn, *, pool: AsyncConnectionPool, embedder: Embedder, llm
             if same:
                 formation.resolutions.append(Resolution(text, vector, "ignore", same, "exact duplicate", attributes))
                 continue
-            neighbors = await memories.search_memories(conn, user_id=turn.user_id, model=embedder.model,
-                                                       embedding=vector, top_k=settings.neighbors, min_score=-1.0,
-                                                       include_global=False)
+            neighbors = await search.neighbours(conn, user_id=turn.user_id, model=embedder.model,
+                                                embedding=vector, top_k=settings.neighbors, min_score=-1.0,
+                                                include_global=False)
             action, target, why = decide(text, known=known, neighbors=neighbors, replaces=fact.replaces, said=said)
             formation.resolutions.append(Resolution(text, vector, action, target.id if target else None, why,
                                                     attributes))
@@ -154,8 +154,8 @@ async def _nearest(user_id: str, text: str, *, pool: AsyncConnectionPool, embedd
     """The user's active memories nearest to `text` (their own only, never the global ones)."""
     vector = await embed_one(embedder, text)
     async with pool.connection() as conn:
-        return await memories.search_memories(conn, user_id=user_id, model=embedder.model, embedding=vector,
-                                              top_k=top_k, min_score=-1.0, include_global=False)
+        return await search.neighbours(conn, user_id=user_id, model=embedder.model, embedding=vector,
+                                       top_k=top_k, min_score=-1.0, include_global=False)
 
 
 async def _forgotten(turn: Turn, what: str, *, pool: AsyncConnectionPool,

@@ -14,8 +14,9 @@ the floor still qualifies when it contains at least half of the query's words (a
 the keyword evidence that full-text search adds).
 
 MMR (Carbonell & Goldstein 1998) then picks, one at a time, the hit with the best
-λ · score − (1 − λ) · (highest cosine to a hit already picked), so near-identical memories do not crowd
-the prompt.
+λ · score − (1 − λ) · (highest similarity to a hit already picked), so near-identical memories do not
+crowd the prompt. The similarities between candidates come with them from SQL (store/search.py, from
+their binary codes), so no vector is shipped to Python.
 """
 
 from __future__ import annotations
@@ -66,31 +67,38 @@ def qualifies(hit: SearchHit, min_score: float) -> bool:
     return hit.cosine >= min_score or (hit.query_terms > 0 and hit.matched_terms >= MIN_TERM_SHARE * hit.query_terms)
 
 
-def mmr(hits: Sequence[SearchHit], scores: Sequence[float], k: int, lambda_: float) -> list[int]:
-    """Indexes of up to `k` hits picked by maximal marginal relevance (vectorized: O(k·n))."""
-    if not hits:
+def mmr(scores: Sequence[float], similar: np.ndarray, k: int, lambda_: float) -> list[int]:
+    """Indexes of up to `k` hits picked by maximal marginal relevance; `similar[i, j]` is the similarity
+    of hits i and j (vectorized: O(k·n))."""
+    if not len(scores):
         return []
-    if lambda_ >= 1.0 or not all(len(h.embedding) for h in hits):
-        return sorted(range(len(hits)), key=lambda i: -scores[i])[:k]
-    vectors = np.asarray([np.asarray(h.embedding, dtype=np.float32) for h in hits])
-    vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    if lambda_ >= 1.0 or similar.shape != (len(scores), len(scores)):
+        return sorted(range(len(scores)), key=lambda i: -scores[i])[:k]
     relevance = lambda_ * np.asarray(scores, dtype=np.float64)
-    redundancy = np.zeros(len(hits))  # highest similarity to anything picked so far
-    available = np.ones(len(hits), dtype=bool)
+    redundancy = np.zeros(len(scores))  # highest similarity to anything picked so far
+    available = np.ones(len(scores), dtype=bool)
     picked: list[int] = []
-    for _ in range(min(k, len(hits))):
+    for _ in range(min(k, len(scores))):
         marginal = np.where(available, relevance - (1 - lambda_) * redundancy, -np.inf)
         best = int(np.argmax(marginal))  # ties: the earlier (better-fused) hit
         picked.append(best)
         available[best] = False
-        redundancy = np.maximum(redundancy, vectors @ vectors[best])
+        redundancy = np.maximum(redundancy, similar[best])
     return picked
+
+
+def similarities(hits: Sequence[SearchHit], kept: Sequence[int]) -> np.ndarray:
+    """The similarity matrix among the `kept` hits (indexes into `hits`, whose `similar` rows cover all)."""
+    if not kept or any(len(h.similar) != len(hits) for h in hits):
+        return np.zeros((0, 0))
+    return np.asarray([hits[i].similar for i in kept], dtype=np.float64)[:, list(kept)]
 
 
 def rank(hits: Sequence[SearchHit], *, top_k: int, min_score: float, mode: str, now: datetime,
          settings: RankingSettings) -> list[Memory]:
     """The `top_k` memories to inject, best first, each carrying its final score."""
     best = best_fused(mode, settings)
-    kept = [h for h in hits if qualifies(h, min_score)]
-    scores = [score(h, best=best, now=now, settings=settings) for h in kept]
-    return [replace(kept[i].memory, score=round(scores[i], 6)) for i in mmr(kept, scores, top_k, settings.mmr_lambda)]
+    kept = [i for i, h in enumerate(hits) if qualifies(h, min_score)]
+    scores = [score(hits[i], best=best, now=now, settings=settings) for i in kept]
+    picked = mmr(scores, similarities(hits, kept), top_k, settings.mmr_lambda)
+    return [replace(hits[kept[i]].memory, score=round(scores[i], 6)) for i in picked]

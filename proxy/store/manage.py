@@ -22,8 +22,8 @@ from psycopg import AsyncConnection
 from ..schemas import FactAttributes
 from . import memories
 from .scope import all_users, user_scope
+from .search import LIVE as _LIVE
 
-_LIVE = memories.LIVE
 _COLUMNS = (f"v.id, v.content, v.memory_type, uv.pinned, v.importance, v.confidence, uv.created_at, v.stated_at,"
             f" v.expires_at, uv.access_count, uv.last_accessed_at, uv.superseded_at, uv.superseded_by,"
             f" uv.superseded_at IS NULL AND {_LIVE}")

@@ -1,0 +1,197 @@
+"""The search statement: a chat turn's memories in one round trip (tiers and hybrid search together).
+
+One statement returns, for a user and a query:
+- the always-on tier (pinned and identity memories) and the most recent memories (the fallback tier),
+  read without any search — also when there is no query vector (a contentless turn, a failed embedder);
+- with a query vector, the best `limit` candidates of the hybrid search, by fused rank:
+  - vector arm: the user's SEARCH_CANDIDATES nearest active links by Hamming distance of their binary
+    codes (an index-only scan, db/migrations/0003), plus the global memories while the user has fewer
+    than 5 of their own (cold start, seed 001 §4.5), re-ranked by exact cosine (`= ANY(ARRAY(...))`, so
+    `vectors` is only probed by primary key). Vectors of another model or dimension are never compared.
+  - text arm: BM25 over the user's own memories, from the per-user postings of db/migrations/0007
+    (`memory_terms`, an index-only read per query word). Words that more than half of the user's
+    memories hold are dropped before scoring (COMMON_TERM_SHARE): their BM25 weight is near zero, and
+    they were the text arm's whole cost (a word in every one of 10,000 memories scored 10,000 rows).
+  - the arms fused by weighted reciprocal rank fusion, Σ weight / (k + rank);
+  - for each candidate, its similarity to every candidate (MMR's redundancy, memory/rank.py), from the
+    binary codes: cos(π · hamming / bits), 30 × 30 small numbers instead of 30 vectors of 4 KB.
+
+BM25 (Robertson & Zaragoza 2009), with the document frequencies of the user's own memories:
+    idf(t)  = ln(1 + (N − df(t) + 0.5) / (df(t) + 0.5))
+    bm25(d) = Σ_t idf(t) · tf · (k1 + 1) / (tf + k1 · (1 − b + b · dl / avgdl)),  k1 = 1.2, b = 0.75
+N is the user's active memories, dl a memory's word count (its tsvector's length), avgdl their mean.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from psycopg import AsyncConnection
+
+from ..schemas import Memory, SearchHit
+from .scope import in_user_scope
+
+SEARCH_CANDIDATES = 200  # binary-code neighbours re-ranked by exact cosine (recall@10 1.000 at 10,000)
+COLD_START_THRESHOLD = 5  # users with fewer memories of their own also see the global ones
+ALWAYS_ON_LIMIT = 20  # pinned and identity memories read for the always-on tier
+RECENT_LIMIT = 10  # most recent memories: the fallback tier (seed 004); bounds RETRIEVAL_INJECT_ALL_BELOW
+COMMON_TERM_SHARE = 0.5  # query words held by more of the user's memories than this are not scored
+BM25_K1, BM25_B = 1.2, 0.75
+
+LIVE = "(v.expires_at IS NULL OR v.expires_at > now() OR uv.pinned)"  # not expired, or pinned
+MEMORY_COLUMNS = "v.id, v.content, v.created_at, v.stated_at, v.memory_type, coalesce(uv.pinned, false)"
+
+_STATEMENT = """
+WITH
+stats AS (SELECT coalesce(max(memories), 0) AS n, coalesce(max(words)::float8 / nullif(max(memories), 0), 1) AS avgdl
+          FROM memory_term_stats WHERE user_id = %(user_id)s),
+vec AS (
+    SELECT id, distance, row_number() OVER (ORDER BY distance, id) AS rank FROM (
+        SELECT v.id, CASE WHEN vector_dims(v.embedding) = %(dims)s THEN v.embedding <=> %(q)s END AS distance
+        FROM vectors v
+        WHERE %(use_vector)s AND v.id = ANY(ARRAY(
+            SELECT memory_candidates(%(user_id)s, %(model)s, binary_quantize(%(q)s), %(candidates)s)
+            UNION ALL
+            SELECT vector_id FROM global_vectors
+            WHERE %(with_global)s AND (SELECT n FROM stats) < %(cold)s
+        )) AND v.embedding_model = %(model)s
+    ) scored WHERE distance IS NOT NULL ORDER BY distance, id LIMIT %(n)s
+),
+terms AS (  -- the query's words that some but at most COMMON_TERM_SHARE of the user's memories hold
+    SELECT l.lexeme, l.df FROM memory_lexicon l
+    WHERE %(use_text)s AND l.user_id = %(user_id)s
+      AND l.lexeme = ANY(tsvector_to_array(to_tsvector('english', %(text)s)))
+      AND l.df <= greatest(%(common)s * (SELECT n FROM stats), 1)
+),
+txt AS (
+    SELECT id, matched, row_number() OVER (ORDER BY bm25 DESC, id) AS rank FROM (
+        SELECT p.vector_id AS id, count(*) AS matched, sum(
+            ln(1 + ((SELECT n FROM stats) - t.df + 0.5) / (t.df + 0.5))
+            * p.tf * (%(k1)s + 1) / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.dl / (SELECT avgdl FROM stats)))
+        ) AS bm25
+        FROM terms t JOIN memory_terms p ON p.user_id = %(user_id)s AND p.lexeme = t.lexeme
+        GROUP BY p.vector_id
+    ) scored ORDER BY bm25 DESC, id LIMIT %(n)s
+),
+fused AS (
+    SELECT id, sum(weight / (%(rrf_k)s + rank)) AS fused, min(distance) AS distance
+    FROM (SELECT id, rank, %(w_vector)s::float8 AS weight, distance FROM vec
+          UNION ALL SELECT id, rank, %(w_text)s::float8, NULL FROM txt) ranks GROUP BY id
+),
+top AS (
+    SELECT """ + MEMORY_COLUMNS + """, f.fused,
+           CASE WHEN vector_dims(v.embedding) = %(dims)s THEN 1 - coalesce(f.distance, v.embedding <=> %(q)s)
+                ELSE -1 END AS cosine,
+           coalesce(txt.matched, 0) AS matched, coalesce(uv.access_count, 0) AS access_count,
+           uv.last_accessed_at, coalesce(uv.embedding_bq, binary_quantize(v.embedding)::varbit) AS bq
+    FROM fused f JOIN vectors v ON v.id = f.id
+    LEFT JOIN LATERAL (
+        -- The user's link (none for a global memory; both arms return active links only), by primary key.
+        -- LIMIT keeps the planner from flattening this into a join that read all the user's links per row.
+        SELECT pinned, access_count, last_accessed_at, embedding_bq FROM users_vectors
+        WHERE user_id = %(user_id)s AND vector_id = f.id LIMIT 1
+    ) uv ON true
+    LEFT JOIN txt ON txt.id = f.id
+    WHERE v.embedding_model = %(model)s AND """ + LIVE + """
+    ORDER BY f.fused DESC, v.id
+    LIMIT %(limit)s
+),
+ranked AS (SELECT row_number() OVER (ORDER BY fused DESC, id) AS pos, * FROM top),
+tiers AS (
+    (SELECT 'always' AS kind, """ + MEMORY_COLUMNS + """ FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id
+     WHERE %(with_tiers)s AND uv.user_id = %(user_id)s AND uv.superseded_at IS NULL AND """ + LIVE + """
+       AND (uv.pinned OR v.memory_type = 'identity')
+     ORDER BY uv.pinned DESC, v.stated_at DESC LIMIT %(always)s)
+    UNION ALL
+    (SELECT 'recent', """ + MEMORY_COLUMNS + """ FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id
+     WHERE %(with_tiers)s AND uv.user_id = %(user_id)s AND uv.superseded_at IS NULL AND """ + LIVE + """
+     ORDER BY uv.created_at DESC LIMIT %(recent)s)
+)
+SELECT 'hit', r.id, r.content, r.created_at, r.stated_at, r.memory_type, r."coalesce", r.fused, r.cosine,
+       r.matched, (SELECT count(*) FROM terms), r.access_count, r.last_accessed_at,
+       ARRAY(SELECT CASE WHEN length(o.bq) = length(r.bq) THEN cos(pi() * (o.bq <~> r.bq) / length(r.bq))
+                         ELSE 0 END::float4
+             FROM ranked o ORDER BY o.pos), r.pos
+FROM ranked r
+UNION ALL
+SELECT kind, id, content, created_at, stated_at, memory_type, "coalesce", NULL, NULL, NULL, NULL, NULL, NULL,
+       NULL, NULL
+FROM tiers
+ORDER BY 1, 15
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """What the search statement returns for a turn."""
+
+    always_on: list[Memory] = field(default_factory=list)  # pinned and identity, pinned first, newest first
+    recent: list[Memory] = field(default_factory=list)  # the newest active memories (at most RECENT_LIMIT)
+    hits: list[SearchHit] = field(default_factory=list)  # search candidates, best fused rank first
+
+
+def as_vector(values: Sequence[float]) -> np.ndarray:
+    return np.asarray(values, dtype=np.float32)
+
+
+def memory(row: Sequence[Any]) -> Memory:
+    """A Memory from MEMORY_COLUMNS."""
+    return Memory(id=row[0], content=row[1], created_at=row[2], stated_at=row[3], memory_type=row[4],
+                  pinned=bool(row[5]))
+
+
+async def search(
+    conn: AsyncConnection[Any],
+    *,
+    user_id: str,
+    model: str,
+    embedding: Sequence[float] | None,
+    text: str = "",
+    limit: int = 30,
+    mode: str = "hybrid",
+    rrf_k: int = 60,
+    weights: tuple[float, float] = (1.0, 1.0),
+    include_global: bool = True,
+    tiers: bool = False,
+) -> Found:
+    """The user's best `limit` candidates for a query (none without `embedding`), and with `tiers` the
+    always-on and recent tiers. `mode`: hybrid, vector or text (one arm only); `weights`: (vector, text)
+    in the fusion. On an idle connection: one round trip."""
+    query = None if embedding is None else as_vector(embedding)
+    searching = query is not None
+    params = {"q": query if searching else as_vector([0.0]), "user_id": user_id, "model": model,
+              "dims": len(query) if searching else -1, "text": text, "with_global": include_global,
+              "cold": COLD_START_THRESHOLD, "candidates": SEARCH_CANDIDATES,
+              "use_vector": searching and mode != "text", "use_text": searching and mode != "vector" and bool(text),
+              "common": COMMON_TERM_SHARE, "k1": BM25_K1, "b": BM25_B, "rrf_k": rrf_k,
+              "w_vector": weights[0], "w_text": weights[1], "n": max(limit, 50), "limit": limit if searching else 0,
+              "with_tiers": tiers, "always": ALWAYS_ON_LIMIT, "recent": RECENT_LIMIT}
+    async with in_user_scope(conn, user_id):
+        # prepare=False: a generic plan (psycopg prepares after 5 runs) cannot fold the arms' on/off
+        # switches nor see the user's row counts; one planned per call was twice as fast.
+        cur = await conn.execute(_STATEMENT, params, binary=True, prepare=False)
+    found = Found()
+    for row in await cur.fetchall():
+        kind, rest = row[0], row[1:]
+        if kind == "hit":
+            found.hits.append(SearchHit(memory=memory(rest), fused=float(rest[6]), cosine=float(rest[7]),
+                                        matched_terms=int(rest[8]), query_terms=int(rest[9]),
+                                        access_count=int(rest[10]), last_accessed_at=rest[11],
+                                        similar=tuple(rest[12])))
+        else:
+            (found.always_on if kind == "always" else found.recent).append(memory(rest))
+    return found
+
+
+async def neighbours(conn: AsyncConnection[Any], *, user_id: str, model: str, embedding: Sequence[float],
+                     top_k: int, min_score: float, include_global: bool = True) -> list[Memory]:
+    """The user's memories most similar to `embedding` by cosine alone, best first, score ≥ `min_score`
+    (formation: the neighbours a new fact is compared with)."""
+    found = await search(conn, user_id=user_id, model=model, embedding=embedding, limit=top_k, mode="vector",
+                         include_global=include_global)
+    return [Memory(id=h.memory.id, content=h.memory.content, created_at=h.memory.created_at, score=h.cosine,
+                   stated_at=h.memory.stated_at, memory_type=h.memory.memory_type, pinned=h.memory.pinned)
+            for h in found.hits if h.cosine >= min_score]
