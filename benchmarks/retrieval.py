@@ -73,7 +73,7 @@ from pgvector.psycopg import register_vector
 from proxy.store import embedded
 from proxy.store.database import migrate
 from proxy.store.search import _STATEMENT as SHIPPED
-from proxy.store.search import BM25_B, BM25_K1, COMMON_TERM_SHARE, SEARCH_CANDIDATES
+from proxy.store.search import BM25_B, BM25_K1, COMMON_TERM_SHARE, POSTINGS_PER_TERM, SEARCH_CANDIDATES
 
 DIM = 1024
 MODEL = "mistral-embed"
@@ -449,6 +449,8 @@ def measure_all(uri: str, ds: Dataset, plans: list[str], queries: int, warmup: i
                 if plan.startswith("d "):
                     for s in HNSW_SETTINGS:
                         conn.execute(s)
+                if sql is SHIPPED:
+                    conn.execute("SET enable_bitmapscan = off")  # as search() sets for its transaction
                 for min_score in MIN_SCORES:
                     shipped = sql is SHIPPED
                     params = {"user_id": user_name(size), "model": MODEL, "dims": DIM, "with_global": True,
@@ -458,7 +460,7 @@ def measure_all(uri: str, ds: Dataset, plans: list[str], queries: int, warmup: i
                               # memory: dropped), the number of the memory it was made from (in one) and
                               # "half" (in exactly half: the text arm's worst case)
                               "cold": 5, "use_vector": True, "use_text": "vector arm alone" not in plan,
-                              "common": COMMON_TERM_SHARE, "k1": BM25_K1, "b": BM25_B,
+                              "common": COMMON_TERM_SHARE, "postings": POSTINGS_PER_TERM, "k1": BM25_K1, "b": BM25_B,
                               "rrf_k": 60, "w_vector": 1.0, "w_text": 1.0, "n": 50, "limit": TOP_K * 3,
                               "with_tiers": "no tiers" not in plan, "always": 20, "recent": 10}
                     lat, hits, got_n, n_truth = [], 0, 0, 0

@@ -1,4 +1,5 @@
--- 0007_term_index: a per-user inverted index for the full-text arm (proxy/store/search.py).
+-- 0007_term_index: a per-user inverted index for the full-text arm (proxy/store/search.py), and the
+-- always-on tier read from an index.
 --
 -- Until now the arm read every active link of the user whose tsvector matched any query word, newest
 -- first, and unnested each one to count document frequencies: a word held by every one of a user's
@@ -16,6 +17,24 @@
 -- first locks the user's stats row, so transactions that change one user's links queue there instead
 -- of taking lexicon rows in different orders (no deadlock). The tables hold users' words: same row-level
 -- security as users_vectors (0004), and an erase leaves nothing (counters at 0 are deleted).
+
+-- The always-on tier (pinned and identity memories) read every user's link joined to its vector to find
+-- the identity ones: 10,000 vector pages for a user with 10,000 memories, on every chat turn. A link now
+-- carries whether its fact is an identity (a vector's kind never changes: set once, when linked) and a
+-- partial index holds the always-on links alone.
+ALTER TABLE users_vectors ADD COLUMN identity boolean NOT NULL DEFAULT false;
+UPDATE users_vectors uv SET identity = true FROM vectors v WHERE v.id = uv.vector_id AND v.memory_type = 'identity';
+CREATE INDEX users_vectors_always_on ON users_vectors (user_id) WHERE superseded_at IS NULL AND (pinned OR identity);
+CREATE FUNCTION users_vectors_identity() RETURNS trigger
+    LANGUAGE plpgsql
+AS $$
+BEGIN
+    NEW.identity := coalesce((SELECT memory_type = 'identity' FROM vectors WHERE id = NEW.vector_id), false);
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER users_vectors_identity BEFORE INSERT ON users_vectors
+    FOR EACH ROW EXECUTE FUNCTION users_vectors_identity();
 
 CREATE TABLE memory_terms (
     user_id   text NOT NULL,

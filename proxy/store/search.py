@@ -11,7 +11,8 @@ One statement returns, for a user and a query:
   - text arm: BM25 over the user's own memories, from the per-user postings of db/migrations/0007
     (`memory_terms`, an index-only read per query word). Words that more than half of the user's
     memories hold are dropped before scoring (COMMON_TERM_SHARE): their BM25 weight is near zero, and
-    they were the text arm's whole cost (a word in every one of 10,000 memories scored 10,000 rows).
+    they were the text arm's whole cost (a word in every one of 10,000 memories scored 10,000 rows);
+    a word is scored in at most POSTINGS_PER_TERM memories.
   - the arms fused by weighted reciprocal rank fusion, Σ weight / (k + rank);
   - for each candidate, its similarity to every candidate (MMR's redundancy, memory/rank.py), from the
     binary codes: cos(π · hamming / bits), 30 × 30 small numbers instead of 30 vectors of 4 KB.
@@ -39,6 +40,8 @@ COLD_START_THRESHOLD = 5  # users with fewer memories of their own also see the 
 ALWAYS_ON_LIMIT = 20  # pinned and identity memories read for the always-on tier
 RECENT_LIMIT = 10  # most recent memories: the fallback tier (seed 004); bounds RETRIEVAL_INJECT_ALL_BELOW
 COMMON_TERM_SHARE = 0.5  # query words held by more of the user's memories than this are not scored
+POSTINGS_PER_TERM = 500  # memories scored per query word at most (~6 µs each): an arbitrary 500 of a
+#                          word more common than that (its BM25 weight is low; rarer words still rank)
 BM25_K1, BM25_B = 1.2, 0.75
 
 LIVE = "(v.expires_at IS NULL OR v.expires_at > now() OR uv.pinned)"  # not expired, or pinned
@@ -53,7 +56,12 @@ vec AS (
         SELECT v.id, CASE WHEN vector_dims(v.embedding) = %(dims)s THEN v.embedding <=> %(q)s END AS distance
         FROM vectors v
         WHERE %(use_vector)s AND v.id = ANY(ARRAY(
-            SELECT memory_candidates(%(user_id)s, %(model)s, binary_quantize(%(q)s), %(candidates)s)
+            -- memory_candidates() inlined: a function with a SET clause is never inlined and cost 2 ms more
+            -- at 10,000 memories; the statement runs with bitmap scans off instead (see search())
+            (SELECT uv.vector_id FROM users_vectors uv
+             WHERE uv.user_id = %(user_id)s AND uv.embedding_model = %(model)s AND uv.superseded_at IS NULL
+             ORDER BY CASE WHEN length(uv.embedding_bq) = %(dims)s THEN uv.embedding_bq <~> binary_quantize(%(q)s) END
+             LIMIT %(candidates)s)  -- codes of another dimension under the same model name sort last
             UNION ALL
             SELECT vector_id FROM global_vectors
             WHERE %(with_global)s AND (SELECT n FROM stats) < %(cold)s
@@ -72,7 +80,9 @@ txt AS (
             ln(1 + ((SELECT n FROM stats) - t.df + 0.5) / (t.df + 0.5))
             * p.tf * (%(k1)s + 1) / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.dl / (SELECT avgdl FROM stats)))
         ) AS bm25
-        FROM terms t JOIN memory_terms p ON p.user_id = %(user_id)s AND p.lexeme = t.lexeme
+        FROM terms t CROSS JOIN LATERAL (  -- at most POSTINGS_PER_TERM per word: a bounded cost
+            SELECT vector_id, tf, dl FROM memory_terms WHERE user_id = %(user_id)s AND lexeme = t.lexeme
+            LIMIT %(postings)s) p
         GROUP BY p.vector_id
     ) scored ORDER BY bm25 DESC, id LIMIT %(n)s
 ),
@@ -103,7 +113,7 @@ ranked AS (SELECT row_number() OVER (ORDER BY fused DESC, id) AS pos, * FROM top
 tiers AS (
     (SELECT 'always' AS kind, """ + MEMORY_COLUMNS + """ FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id
      WHERE %(with_tiers)s AND uv.user_id = %(user_id)s AND uv.superseded_at IS NULL AND """ + LIVE + """
-       AND (uv.pinned OR v.memory_type = 'identity')
+       AND (uv.pinned OR uv.identity)  -- users_vectors_always_on (0007)
      ORDER BY uv.pinned DESC, v.stated_at DESC LIMIT %(always)s)
     UNION ALL
     (SELECT 'recent', """ + MEMORY_COLUMNS + """ FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id
@@ -166,10 +176,13 @@ async def search(
               "dims": len(query) if searching else -1, "text": text, "with_global": include_global,
               "cold": COLD_START_THRESHOLD, "candidates": SEARCH_CANDIDATES,
               "use_vector": searching and mode != "text", "use_text": searching and mode != "vector" and bool(text),
-              "common": COMMON_TERM_SHARE, "k1": BM25_K1, "b": BM25_B, "rrf_k": rrf_k,
+              "common": COMMON_TERM_SHARE, "postings": POSTINGS_PER_TERM, "k1": BM25_K1, "b": BM25_B, "rrf_k": rrf_k,
               "w_vector": weights[0], "w_text": weights[1], "n": max(limit, 50), "limit": limit if searching else 0,
               "with_tiers": tiers, "always": ALWAYS_ON_LIMIT, "recent": RECENT_LIMIT}
     async with in_user_scope(conn, user_id):
+        # The planner estimates a user's links from the average user and then prefers a bitmap heap scan
+        # (one heap page per memory) to the index-only scan of users_vectors_search (db/migrations/0003).
+        await conn.execute("SELECT set_config('enable_bitmapscan', 'off', true)")  # this transaction only
         # prepare=False: a generic plan (psycopg prepares after 5 runs) cannot fold the arms' on/off
         # switches nor see the user's row counts; one planned per call was twice as fast.
         cur = await conn.execute(_STATEMENT, params, binary=True, prepare=False)
