@@ -12,7 +12,9 @@ Endpoints:
   apart), a ``finish_reason`` chunk, a usage chunk when ``stream_options.include_usage``, then
   ``data: [DONE]``. Otherwise one JSON ``chat.completion`` (no delay).
 - ``POST /v1/embeddings``: instant; vectors are a deterministic hashing-trick bag of words (lowercase
-  word tokens hashed into ``--dims`` buckets, L2-normalised), so texts sharing words are more similar.
+  word tokens hashed into ``--dims`` buckets, L2-normalised), so texts sharing words are more similar,
+  plus a little dense noise seeded by the text: real embeddings are dense, and a sparse vector is
+  compressed by PostgreSQL, so every distance to it would pay a decompression no real model causes.
 - ``GET /v1/models``: one model, ``fake-model``.
 
 ``start_fake(port, ...)`` starts it in a subprocess (optionally pinned with ``taskset``) and returns
@@ -38,8 +40,12 @@ WORDS = ["Hello", " there", ",", " this", " is", " a", " fake", " streamed", " r
 _TOKEN = re.compile(r"\w+")
 
 
+DENSE_NOISE = 0.1  # norm of the dense part (the relay benchmark's relevant memories stay above 0.8)
+
+
 def embed(text: str, dims: int) -> list[float]:
-    """Hashing-trick bag of words: crc32 of each lowercase word token picks a bucket; L2-normalised."""
+    """Hashing-trick bag of words: crc32 of each lowercase word token picks a bucket; L2-normalised;
+    then DENSE_NOISE of text-seeded noise, normalised again."""
     vec = np.zeros(dims, dtype=np.float32)
     tokens = _TOKEN.findall(text.lower())
     if tokens:
@@ -48,7 +54,9 @@ def embed(text: str, dims: int) -> list[float]:
         vec /= np.linalg.norm(vec)
     else:
         vec[0] = 1.0  # empty text: a fixed unit vector rather than NaNs
-    return vec.tolist()
+    noise = np.random.default_rng(zlib.crc32(text.encode())).standard_normal(dims).astype(np.float32)
+    vec += DENSE_NOISE * noise / np.linalg.norm(noise)
+    return (vec / np.linalg.norm(vec)).tolist()
 
 
 _MESSAGE = re.compile(r"<message>\n(.*?)\n</message>", re.DOTALL)

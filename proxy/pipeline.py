@@ -39,7 +39,6 @@ from .observability import (
 from .outbox import PendingJob
 from .schemas import Memory
 from .services import Services
-from .settings import ServerSettings
 from .sse import ReplyTee, reply_text
 from .upstream import read_body, relayed_headers
 

@@ -183,9 +183,10 @@ async def search(
         # The planner estimates a user's links from the average user and then prefers a bitmap heap scan
         # (one heap page per memory) to the index-only scan of users_vectors_search (db/migrations/0003).
         await conn.execute("SELECT set_config('enable_bitmapscan', 'off', true)")  # this transaction only
-        # prepare=False: a generic plan (psycopg prepares after 5 runs) cannot fold the arms' on/off
-        # switches nor see the user's row counts; one planned per call was twice as fast.
-        cur = await conn.execute(_STATEMENT, params, binary=True, prepare=False)
+        # Prepared by psycopg after 5 runs (its default): planning this statement costs ~2.5 ms, and at
+        # 1,000 memories the generic plan ran in 9.9 ms where one planned per call took 13.8 (store
+        # benchmark: faster at 100 and 1,000 memories, slower at 10,000; docs/BENCHMARKS.md §2).
+        cur = await conn.execute(_STATEMENT, params, binary=True)
     found = Found()
     for row in await cur.fetchall():
         kind, rest = row[0], row[1:]
