@@ -73,9 +73,11 @@ async def test_a_word_most_of_the_users_memories_hold_is_not_scored(db: Any) -> 
     rare = await add(db, "User keeps a parrot.", basis((20, 1.0)))
     found = await search.search(db, user_id=USER_A, model=MODEL, embedding=basis((0, 1.0)),
                                 text="my notes, my parrot", mode="text", limit=10)
-    # "note" is in 4 of 5 memories (> half): dropped before any posting is read; "parrot" is scored
+    # "note" is in 4 of 5 memories (> half): dropped before any posting is read; "parrot" is scored.
+    # The query still has two words: a memory matching one word of a long query must not look like a
+    # match of half of it (the minimum score's keyword rule, memory/rank.py).
     assert [h.memory.id for h in found.hits] == [rare]
-    assert (found.hits[0].matched_terms, found.hits[0].query_terms) == (1, 1)
+    assert (found.hits[0].matched_terms, found.hits[0].query_terms) == (1, 2)
 
 
 async def postings(db: Any, user: str) -> tuple[set[tuple[str, str]], dict[str, int], tuple[int, int] | None]:
@@ -168,3 +170,14 @@ async def test_a_turn_reads_both_tiers_and_the_search_on_one_connection(db: Any,
                                         query="What tea do I like?", settings=settings)
     assert [m.id for m in found.always_on] == [name] and [m.id for m in found.query] == [tea]
     assert checkouts == 1
+
+
+async def test_one_shared_word_of_a_long_query_does_not_pass_the_minimum_score(db: Any) -> None:
+    from proxy.memory.rank import qualifies
+
+    writing = await add(db, "User likes writing Python.", basis((7, 1.0)))  # cosine 0 to the query
+    found = await search.search(db, user_id=USER_A, model=MODEL, embedding=basis((0, 1.0)),
+                                text="Can you help me write a poem about the ocean?", limit=10)
+    [hit] = [h for h in found.hits if h.memory.id == writing]
+    assert (hit.matched_terms, hit.query_terms) == (1, 4)  # help, write, poem, ocean
+    assert not qualifies(hit, 0.8)

@@ -121,7 +121,7 @@ tiers AS (
      ORDER BY uv.created_at DESC LIMIT %(recent)s)
 )
 SELECT 'hit', r.id, r.content, r.created_at, r.stated_at, r.memory_type, r."coalesce", r.fused, r.cosine,
-       r.matched, (SELECT count(*) FROM terms), r.access_count, r.last_accessed_at,
+       r.matched, cardinality(tsvector_to_array(to_tsvector('english', %(text)s))), r.access_count, r.last_accessed_at,
        ARRAY(SELECT CASE WHEN length(o.bq) = length(r.bq) THEN cos(pi() * (o.bq <~> r.bq) / length(r.bq))
                          ELSE 0 END::float4
              FROM ranked o ORDER BY o.pos), r.pos
