@@ -235,8 +235,7 @@ def _worker(settings: Settings, _: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        worker = Worker(pool=services.pool, embedder=services.embedder, llm=services.llm,
-                        settings=settings.formation)
+        worker = Worker.from_services(services)
         log.info("worker_started", worker_id=worker.worker_id, concurrency=settings.formation.concurrency)
         await worker.run(stop, settings.server.shutdown_timeout, services.ready)
 

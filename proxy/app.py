@@ -68,8 +68,7 @@ def create_app(settings: Settings, http_client: httpx.AsyncClient | None = None,
             stop = asyncio.Event()
             worker_task = None
             if settings.formation.enabled and settings.formation.in_process_worker:
-                worker = Worker(pool=services.pool, embedder=services.embedder, llm=services.llm,
-                                settings=settings.formation, maintenance=settings.maintenance)
+                worker = Worker.from_services(services)
                 worker_task = asyncio.create_task(worker.run(stop, settings.server.shutdown_timeout, services.ready))
             log.info("started", upstream=settings.upstream.base_url,
                      embedding=f"{settings.embedding.provider}:{settings.embedding.model}",

@@ -18,7 +18,7 @@ import os
 import socket
 import time
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg import AsyncConnection
@@ -42,6 +42,9 @@ from .observability import (
 from .settings import FormationSettings, MaintenanceSettings
 from .store import jobs, memories
 from .store.scope import user_scope
+
+if TYPE_CHECKING:
+    from .services import Services
 
 POLL_S = 1.0  # fallback when no NOTIFY arrives (listener down, jobs whose backoff has passed)
 GAUGES_EVERY_S = 15.0
@@ -111,6 +114,15 @@ class Worker:
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self._running: dict[int, asyncio.Task[str]] = {}
         self._wake = asyncio.Event()
+
+    @classmethod
+    def from_services(cls, services: Services, worker_id: str | None = None) -> Worker:
+        """The worker of a running proxy or `memory-proxy worker`: formation and scheduled maintenance as
+        configured. The one way to build it, so that no caller forgets a part (a standalone worker once
+        ran no maintenance)."""
+        settings = services.settings
+        return cls(pool=services.pool, embedder=services.embedder, llm=services.llm, settings=settings.formation,
+                   worker_id=worker_id, maintenance=settings.maintenance)
 
     # ------------------------------------------------------------ one job
 

@@ -251,8 +251,7 @@ async def worker(settings: Settings, outside: respx.MockRouter) -> AsyncIterator
     """A formation worker with resources of its own (like `memory-proxy worker`), sharing the test's
     database; tests await `worker.run_until_idle()` instead of waiting for background work."""
     async with open_services(settings, httpx.AsyncClient(timeout=5)) as services:
-        yield Worker(pool=services.pool, embedder=services.embedder, llm=services.llm,
-                     settings=settings.formation)
+        yield Worker.from_services(services)
 
 
 def free_port() -> int:

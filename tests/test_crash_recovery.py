@@ -124,3 +124,39 @@ async def test_a_separate_worker_process_drains_the_queue_and_stops_cleanly(
         output = process.communicate(timeout=30)[0].decode()
     assert process.returncode == 0, output
     assert '"event": "worker_started"' in output and output.count('"memory_decision"') == 3
+
+
+async def test_a_standalone_worker_runs_the_scheduled_maintenance(
+        database_url: str, tmp_path: Path, fake_outside: tuple[str, FakeMemoryLLM]) -> None:
+    """`memory-proxy worker` built its Worker without the maintenance settings, so only `serve`'s
+    in-process worker ever ran the schedule the README promises."""
+    from datetime import UTC, datetime, timedelta
+
+    from proxy.schemas import FactAttributes
+    from proxy.store import memories
+    from proxy.store.database import make_pool
+    from tests.conftest import vector_for
+
+    fake_url, _ = fake_outside
+    text = "User has a cold today."
+    async with make_pool(database_url, 1) as pool, pool.connection() as conn:
+        expired = await memories.insert_memory(
+            conn, user_id=USERS[0], content=text, embedding=vector_for(text), model="mistral-embed",
+            attributes=FactAttributes(memory_type="temporary", expires_at=datetime.now(UTC) - timedelta(days=1)))
+
+    def retired() -> bool:
+        with psycopg.connect(database_url) as conn:
+            row = conn.execute("SELECT superseded_at FROM users_vectors WHERE vector_id = %s", [expired]).fetchone()
+        return row is not None and row[0] is not None
+
+    env = {**os.environ, "DATABASE_URL": database_url, "MEMORY_PROXY_DATA_DIR": str(tmp_path),
+           "EMBEDDING_BASE_URL": fake_url, "MEMORY_LLM_BASE_URL": fake_url, "MISTRAL_API_KEY": "x",
+           "MAINTENANCE_INTERVAL_SECONDS": "1"}
+    process = subprocess.Popen([sys.executable, "-m", "proxy", "worker"], env=env,  # noqa: ASYNC220 — spawning returns at once
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        await poll(retired, 30)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        output = process.communicate(timeout=30)[0].decode()
+    assert process.returncode == 0, output
