@@ -118,13 +118,13 @@ async def test_the_token_budget_caps_the_injection_and_always_on_takes_at_most_h
 async def test_expired_memories_are_not_retrieved_unless_pinned(proxy: Any, outside: Any, db: Any) -> None:
     await fillers(db, USER_A)
     past = datetime.now(UTC) - timedelta(days=1)
-    await typed(db, USER_A, BUN, "temporary", expires_at=past)
+    bun = await typed(db, USER_A, BUN, "temporary", expires_at=past)
     client = await proxy()
     response = await client.post(CHAT, json=chat_body(RUNTIME_Q), headers=user_headers(USER_A))
     assert response.json()["memories"] == []
-    await db.execute("UPDATE users_vectors SET pinned = true WHERE user_id = %s", [USER_A])
+    await db.execute("UPDATE users_vectors SET pinned = true WHERE user_id = %s AND vector_id = %s", [USER_A, bun])
     response = await client.post(CHAT, json=chat_body(RUNTIME_Q), headers=user_headers(USER_A))
-    assert len(response.json()["memories"]) >= 1
+    assert response.json()["memories"][:1] == [bun]  # the expired one itself, pinned: first (always-on tier)
 
 
 async def test_each_injection_is_counted_for_ranking(proxy: Any, outside: Any, db: Any) -> None:
