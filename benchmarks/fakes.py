@@ -28,6 +28,7 @@ import asyncio
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -98,21 +99,21 @@ class FakeUpstream:
             return
         method, path = scope["method"], scope["path"]
         if method == "GET" and path in ("/v1/models", "/models"):
-            return await _reply(send, 200, self.models_body)
+            return await reply(send, 200, self.models_body)
         if method == "GET" and path in ("/", "/healthz"):
-            return await _reply(send, 200, b'{"status":"ok"}')
+            return await reply(send, 200, b'{"status":"ok"}')
         if method != "POST":
-            return await _reply(send, 404, _error("not found"))
-        raw = await _read_body(receive)
+            return await reply(send, 404, error_body("not found"))
+        raw = await read_body(receive)
         try:
             body = json.loads(raw or b"{}")
         except ValueError:
-            return await _reply(send, 400, _error("body is not JSON"))
+            return await reply(send, 400, error_body("body is not JSON"))
         if path in ("/v1/chat/completions", "/chat/completions"):
             return await self.chat(send, body)
         if path in ("/v1/embeddings", "/embeddings"):
             return await self.embeddings(send, body)
-        return await _reply(send, 404, _error("not found"))
+        return await reply(send, 404, error_body("not found"))
 
     async def chat(self, send, body: dict) -> None:
         model = body.get("model") or "fake-model"
@@ -122,11 +123,11 @@ class FakeUpstream:
         usage = {"prompt_tokens": 10, "completion_tokens": len(words), "total_tokens": 10 + len(words)}
         if not body.get("stream"):
             content = memory_llm_answer(body) or "".join(words)
-            reply = {"id": cid, "object": "chat.completion", "created": created, "model": model,
-                     "choices": [{"index": 0, "finish_reason": "stop",
-                                  "message": {"role": "assistant", "content": content}}],
-                     "usage": usage}
-            return await _reply(send, 200, json.dumps(reply).encode())
+            answer = {"id": cid, "object": "chat.completion", "created": created, "model": model,
+                      "choices": [{"index": 0, "finish_reason": "stop",
+                                   "message": {"role": "assistant", "content": content}}],
+                      "usage": usage}
+            return await reply(send, 200, json.dumps(answer).encode())
 
         def event(delta: dict, finish: str | None = None, **extra) -> bytes:
             chunk = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
@@ -154,12 +155,13 @@ class FakeUpstream:
         data = [{"object": "embedding", "index": i, "embedding": embed(str(text), self.dims)}
                 for i, text in enumerate(inputs)]
         tokens = sum(len(_TOKEN.findall(str(t))) for t in inputs)
-        reply = {"object": "list", "data": data, "model": body.get("model") or "fake-embed",
-                 "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
-        await _reply(send, 200, json.dumps(reply).encode())
+        answer = {"object": "list", "data": data, "model": body.get("model") or "fake-embed",
+                  "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+        await reply(send, 200, json.dumps(answer).encode())
 
 
-async def _read_body(receive) -> bytes:
+async def read_body(receive) -> bytes:
+    """The whole body of an ASGI request."""
     parts = []
     while True:
         message = await receive()
@@ -168,16 +170,25 @@ async def _read_body(receive) -> bytes:
             return b"".join(parts)
 
 
-async def _reply(send, status: int, body: bytes) -> None:
+async def reply(send, status: int, body: bytes) -> None:
+    """One JSON response over ASGI."""
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"),
                             (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})
 
 
-def _error(message: str) -> bytes:
+def error_body(message: str) -> bytes:
+    """An OpenAI-format error body."""
     return json.dumps({"error": {"message": message, "type": "invalid_request_error",
                                  "param": None, "code": None}}).encode()
+
+
+def free_port() -> int:
+    """A loopback port free right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def wait_http(url: str, timeout: float = 30.0, proc: subprocess.Popen | None = None,

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,8 +27,8 @@ from pathlib import Path
 
 import psutil
 
+from .fakes import free_port, stop_process, wait_http
 from .fakes import start_fake as _start_fake_process
-from .fakes import stop_process, wait_http
 
 ROOT = Path(__file__).resolve().parent.parent
 PROXY_BIN = ROOT / ".venv" / "bin" / "memory-proxy"
@@ -40,12 +39,6 @@ LITELLM_VERSION = "1.106.2"
 SERVER_CORE = 1
 PROXY_KEY = "bench-proxy-key-0123456789abcdef"
 LITELLM_KEY = "sk-bench-master-key-0123456789"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _pinned(cmd: list[str], core: int | None) -> list[str]:

@@ -33,8 +33,7 @@ from tokenizers import Tokenizer
 
 from proxy.memory.local_embed import DIMENSIONS, MAX_TOKENS, MODEL_NAME, TOKENIZER_PATH, LocalEmbedder
 
-from ..fakes import stop_process, wait_http
-from ..servers import free_port
+from ..fakes import error_body, free_port, read_body, reply, stop_process, wait_http
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -64,24 +63,24 @@ class EmbeddingsApp:
             return
         method, path = scope["method"], scope["path"]
         if method == "GET" and path in ("/v1/models", "/models"):
-            return await _reply(send, 200, self.models_body)
+            return await reply(send, 200, self.models_body)
         if method != "POST" or path not in ("/v1/embeddings", "/embeddings"):
-            return await _reply(send, 404, _error("not found"))
+            return await reply(send, 404, error_body("not found"))
         try:
-            body = json.loads(await _read_body(receive) or b"{}")
+            body = json.loads(await read_body(receive) or b"{}")
             texts, encoding, dimensions = _parse(body)
         except ValueError as exc:
-            return await _reply(send, 400, _error(str(exc)))
+            return await reply(send, 400, error_body(str(exc)))
         if dimensions not in (None, DIMENSIONS):
             message = f"this model has {DIMENSIONS} dimensions, not {dimensions}"
-            return await _reply(send, 400, _error(message))
+            return await reply(send, 400, error_body(message))
         vectors = await self.embedder.embed(texts)
         tokens = sum(len(e.ids) for e in self.tokenizer.encode_batch(texts))
         data = [{"object": "embedding", "index": i, "embedding": _encode(vector, encoding)}
                 for i, vector in enumerate(vectors)]
-        reply = {"object": "list", "data": data, "model": MODEL_NAME,
-                 "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
-        await _reply(send, 200, json.dumps(reply).encode())
+        answer = {"object": "list", "data": data, "model": MODEL_NAME,
+                  "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+        await reply(send, 200, json.dumps(answer).encode())
 
 
 def _parse(body: object) -> tuple[list[str], str, int | None]:
@@ -103,27 +102,6 @@ def _encode(vector: list[float], encoding: str) -> list[float] | str:
     if encoding == "base64":  # what the OpenAI SDKs ask for by default: little-endian float32
         return base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode()
     return vector
-
-
-async def _read_body(receive) -> bytes:
-    parts = []
-    while True:
-        message = await receive()
-        parts.append(message.get("body", b""))
-        if not message.get("more_body"):
-            return b"".join(parts)
-
-
-async def _reply(send, status: int, body: bytes) -> None:
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode())]})
-    await send({"type": "http.response.body", "body": body})
-
-
-def _error(message: str) -> bytes:
-    return json.dumps({"error": {"message": message, "type": "invalid_request_error",
-                                 "param": None, "code": None}}).encode()
 
 
 @dataclass
