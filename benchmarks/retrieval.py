@@ -18,14 +18,15 @@ returns ~1 row and ``min_score=-1`` returns the full top-10.
 
 Plans, each run on the same data with the same queries (top_k = 10):
 
-a  ``shipped`` — ``proxy.store.memories._SEARCH`` imported verbatim: ``memory_candidates()`` (migration
-   0003) takes the user's ``SEARCH_CANDIDATES`` (200; ``--candidates 100,400`` adds runs with other
-   counts) nearest links by Hamming distance of ``embedding_bq`` (``binary_quantize``, 128 bytes), from
-   an index-only scan of the covering index ``users_vectors_search``, plus the cold-start branch; those
-   are re-ranked by the exact cosine of their full vectors, read from ``vectors`` by primary key (4,104
-   bytes each, stored inline since 0003: one heap page per candidate). Measured "auto-prepared" (psycopg's default, as in the
-   product's pool: server-side prepared after 5 executions, when PostgreSQL may switch to a generic
-   plan) and "custom plan" (prepare=False). Every other plan is measured with prepare=False.
+a  ``shipped`` — ``proxy.store.search._STATEMENT`` imported verbatim, run as a chat turn runs it (both
+   tiers, both arms, the candidates' similarities; bitmap scans off as ``search()`` sets them): the
+   user's ``SEARCH_CANDIDATES`` (200; ``--candidates 100,400`` adds runs with other counts) nearest links
+   by Hamming distance of ``embedding_bq`` (``binary_quantize``, 128 bytes), from an index-only scan of
+   the covering index ``users_vectors_search``, plus the cold-start branch, re-ranked by the exact cosine
+   of their full vectors read from ``vectors`` by primary key; the text arm from the per-user term index
+   (0007). Measured "auto-prepared" (psycopg's default, as shipped: server-side prepared after 5
+   executions, when PostgreSQL may switch to a generic plan), "custom plan" (prepare=False), and the
+   vector arm alone without tiers. Every other plan is measured with prepare=False.
 a0 ``exact scan (before 0003)`` — the query shipped before 0003: every one of the user's links joined to
    ``vectors`` and scored (here on 0003's inline storage: one heap page per memory; before 0003 each
    memory also cost a TOAST index probe and ~3 chunks, 308/340 ms p50/p95 at 1M/10k).
