@@ -21,7 +21,7 @@ from psycopg_pool import PoolTimeout
 
 from .auth import KeyChecker, load_api_keys
 from .errors import BadRequest, ProxyError, Unavailable, openai_error
-from .manage import MANAGE_ROUTES, OPENAPI_CONFIG
+from .api import MANAGE_ROUTES, OPENAPI_CONFIG
 from .observability import log
 from .request_id import RequestIdMiddleware
 from .routes import ROUTES

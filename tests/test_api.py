@@ -1,4 +1,4 @@
-"""The management API (/api/v1, proxy/manage.py): every route, its errors, and who may reach what.
+"""The management API (/api/v1, proxy/api.py): every route, its errors, and who may reach what.
 
 Authorization is tested across every route and every kind of credential: user B never reads, edits,
 pins, deletes, restores or sees the history of A's memory (404, as for an id that does not exist).
