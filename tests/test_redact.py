@@ -1,4 +1,4 @@
-"""Credential redaction (proxy/memory/redact.py) against the corpus in fixtures/secrets.json."""
+"""Credential redaction (proxy/redact.py) against the corpus in fixtures/secrets.json."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from proxy.memory.redact import Redaction, redact
+from proxy.redact import Redaction, redact
 
 CORPUS = json.loads((Path(__file__).parent / "fixtures" / "secrets.json").read_text())
 POSITIVE = CORPUS["positive"]

@@ -1,6 +1,6 @@
 """A memory's text: one rule for every way in (chat formation, the management API, the CLI).
 
-Whitespace is collapsed, secrets are redacted (memory/redact.py), and a text over MAX_MEMORY_BYTES of
+Whitespace is collapsed, secrets are redacted (proxy/redact.py), and a text over MAX_MEMORY_BYTES of
 UTF-8 is refused, never cut mid-meaning (the database enforces the same limit). Formation is stricter:
 a fact that held a secret is dropped whole, since "User's API key is [REDACTED]" is worth nothing.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .redact import redact
+from ..redact import redact
 
 _PLACEHOLDER = re.compile(r"\[REDACTED: (\w+)\]")  # what redact() leaves: text that held a secret before
 UNSTORABLE = re.compile("[\x00\ud800-\udfff]")  # what no PostgreSQL text can hold: NUL, lone surrogates

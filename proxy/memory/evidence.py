@@ -76,7 +76,7 @@ cousin uncle aunt grandma grandpa grandmother grandfather teammate teammates ex
 _POSSESSED = re.compile(r"^\W*(?:[Mm]y|MY|[Oo]ur|OUR)\s+([\w-]+)(?:,?\s+([A-Z][\w'-]+))?")
 _NAMED = re.compile(r"^\W*([A-Z][a-z]+)\s+(?:is|was|has|had|lives|works|loves|likes|owns|plays|went|moved)\b")
 _PRONOUN = re.compile(r"(?i)^\W*(he|she|they)\b")
-_REDACTED = re.compile(r"\[REDACTED: \w+\]")  # memory/redact.py's placeholder: the sentence was about a secret
+_REDACTED = re.compile(r"\[REDACTED: \w+\]")  # proxy/redact.py's placeholder: the sentence was about a secret
 _OMITTED = " […] "
 
 # Words a fact may add when it rephrases the user ("User enjoys…", "User's name is…", "34 years old"): they

@@ -18,7 +18,7 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
-from ..memory.redact import redact
+from ..redact import redact
 from ..schemas import FactAttributes, Memory
 from .scope import in_all_users, in_user_scope
 from .search import MEMORY_COLUMNS, as_vector, memory
