@@ -14,6 +14,7 @@ from .auth import KeyChecker, bearer_token
 from .errors import AuthenticationFailed
 from .pipeline import chat_turn, relay_models
 from .services import Services
+from .store import database
 
 READY_TIMEOUT_S = 2.0
 
@@ -55,7 +56,7 @@ async def readyz(request: Request[Any, Any, Any]) -> Response[dict[str, str]]:
     try:
         async with asyncio.timeout(READY_TIMEOUT_S):
             async with _services(request).pool.connection() as conn:
-                await conn.execute("SELECT 1")
+                await database.ping(conn)
     except Exception as exc:  # noqa: BLE001 - any failure means "not ready": reported, not raised
         return Response({"status": "unavailable", "database": type(exc).__name__}, status_code=503)
     return Response({"status": "ready", "database": "ok"})

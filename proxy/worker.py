@@ -274,8 +274,7 @@ class Worker:
         while True:
             try:
                 async with await psycopg.AsyncConnection.connect(str(self.pool.conninfo), autocommit=True) as conn:
-                    await conn.execute(f"LISTEN {jobs.CHANNEL}")
-                    async for _ in conn.notifies():
+                    async for _ in jobs.announced(conn):
                         self._wake.set()
             except (psycopg.Error, OSError):
                 await asyncio.sleep(LISTEN_RETRY_S)

@@ -17,8 +17,6 @@ from ..settings import MaintenanceSettings
 from ..store import jobs, maintenance, manage
 from ..store.scope import user_scope
 
-LOCK_KEY = 7_224_802  # pg_try_advisory_lock: one maintenance run at a time across workers
-
 
 async def maintain_user(pool: AsyncConnectionPool, settings: MaintenanceSettings, user_id: str) -> Counter[str]:
     counts: Counter[str] = Counter()
@@ -60,12 +58,5 @@ async def maintain(pool: AsyncConnectionPool, settings: MaintenanceSettings,
 
 async def maintain_if_free(pool: AsyncConnectionPool, settings: MaintenanceSettings) -> dict[str, int] | None:
     """`maintain` for all users unless another worker is at it (None then)."""
-    async with pool.connection() as conn:
-        cur = await conn.execute("SELECT pg_try_advisory_lock(%s)", [LOCK_KEY])
-        row = await cur.fetchone()
-        if not (row and row[0]):
-            return None
-        try:
-            return await maintain(pool, settings)
-        finally:
-            await conn.execute("SELECT pg_advisory_unlock(%s)", [LOCK_KEY])
+    async with pool.connection() as conn, maintenance.run_alone(conn) as alone:
+        return await maintain(pool, settings) if alone else None

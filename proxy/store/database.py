@@ -91,3 +91,8 @@ def make_pool(conninfo: str, max_size: int) -> AsyncConnectionPool:
         name="memory-proxy",
         timeout=POOL_WAIT_S,
     )
+
+
+async def ping(conn: psycopg.AsyncConnection[Any]) -> None:
+    """A round trip that raises when the database does not answer (readiness)."""
+    await conn.execute("SELECT 1")

@@ -12,6 +12,7 @@ caller's scope, which the worker sets to the job's user.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -43,6 +44,13 @@ async def enqueue(conn: AsyncConnection[Any], *, user_id: str, payload: dict[str
     row = await cur.fetchone()
     assert row is not None
     return int(row[0])
+
+
+async def announced(conn: AsyncConnection[Any]) -> AsyncIterator[None]:
+    """One item per job written anywhere from now on (LISTEN on CHANNEL; `conn` is given over to it)."""
+    await conn.execute(f"LISTEN {CHANNEL}")
+    async for _ in conn.notifies():
+        yield None
 
 
 async def claim(conn: AsyncConnection[Any], *, worker_id: str, limit: int, lease_s: float) -> list[Job]:

@@ -8,7 +8,8 @@ row-level security scope.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from typing import Any
 
 from psycopg import AsyncConnection
@@ -92,3 +93,21 @@ async def users_with_memories(conn: AsyncConnection[Any]) -> list[str]:
     async with in_all_users(conn):
         cur = await conn.execute("SELECT DISTINCT user_id FROM users_vectors")  # history too: it expires
     return [row[0] for row in await cur.fetchall()]
+
+
+LOCK_KEY = 7_224_802  # pg_try_advisory_lock: one maintenance run at a time across workers
+
+
+@asynccontextmanager
+async def run_alone(conn: AsyncConnection[Any]) -> AsyncIterator[bool]:
+    """Whether this connection holds the maintenance lock (held until the block ends); False when another
+    worker's maintenance runs."""
+    cur = await conn.execute("SELECT pg_try_advisory_lock(%s)", [LOCK_KEY])
+    row = await cur.fetchone()
+    if not (row and row[0]):
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        await conn.execute("SELECT pg_advisory_unlock(%s)", [LOCK_KEY])
