@@ -222,7 +222,7 @@ async def create_memory(request: Request[Any, Any, Any], user_id: NamedDependenc
         else:
             status = 200
         if data.pinned:
-            await manage.set_pinned(conn, user_id, existing, True)
+            await memories.set_pinned(conn, user_id, existing, True)
         return Response(await manage.get_memory(conn, user_id, existing) or {}, status_code=status)
 
 
@@ -255,7 +255,7 @@ async def edit_memory(request: Request[Any, Any, Any], user_id: NamedDependency[
 
 async def _pin(services: Services, user_id: str, memory_id: str, pinned: bool) -> dict[str, Any]:
     async with services.pool.connection() as conn:
-        if not await manage.set_pinned(conn, user_id, memory_id, pinned):
+        if not await memories.set_pinned(conn, user_id, memory_id, pinned):
             raise NotFound(f"no active memory {memory_id!r} for this user", param="id")
         return await manage.get_memory(conn, user_id, memory_id) or {}
 

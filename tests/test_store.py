@@ -149,3 +149,30 @@ async def test_a_secret_in_an_audit_reason_is_redacted(db: Any) -> None:
                 reason="typo; my new wifi password is Hx7-kP2q9zLm")
     cur = await db.execute("SELECT reason FROM memory_updates WHERE user_id = %s", [USER_A])
     assert await cur.fetchall() == [("typo; my new wifi password is [REDACTED: password]",)]
+
+
+async def test_a_pinned_memory_imported_from_an_export_is_pinned_and_audited(db: Any) -> None:
+    from proxy.store.transfer import import_memory, parse_export
+
+    _, [memory] = parse_export({"format": "memory-proxy/memories", "version": 1, "memories": [
+        {"content": "User is allergic to penicillin.", "memory_type": "identity", "pinned": True}]})
+    memory["stated_at"] = None
+    new_id = await import_memory(db, user_id=USER_A, memory=memory, embedding=vector_for(memory["content"]),
+                                 model="mistral-embed")
+    async with db.transaction():
+        await db.execute("SELECT set_config('memory_proxy.user_id', %s, true)", [USER_A])
+        pinned = await (await db.execute("SELECT pinned FROM users_vectors WHERE vector_id = %s", [new_id])).fetchone()
+        audit = await (await db.execute("SELECT action, old_vector_id, new_vector_id FROM memory_updates"
+                                        " WHERE user_id = %s", [USER_A])).fetchall()
+    assert pinned == (True,)
+    assert audit == [("pin", new_id, new_id)]
+
+
+def test_every_pin_change_goes_through_the_one_audited_function() -> None:
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "proxy"
+    writers = {str(path.relative_to(root)): len(re.findall(r"SET\s+pinned\b", path.read_text()))
+               for path in root.rglob("*.py")}
+    assert {path: n for path, n in writers.items() if n} == {"store/memories.py": 1}  # in set_pinned

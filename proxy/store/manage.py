@@ -4,9 +4,10 @@ Every function acts for ONE user inside that user's row-level security scope (sc
 itself keeps a caller to that user's links and audit rows. The one exception is the last step of
 `erase_user`: deleting vectors no longer linked by anyone, which must see every user's links.
 
-Audit actions written here (memory_updates.action): edit (old → new version), delete (old only),
-pin and unpin (old = new = the memory). A deleted memory is a retired link (`superseded_at` set,
-`superseded_by` NULL): no longer retrieved, kept for the history, restorable; `erase_user` removes it all.
+Audit actions written here (memory_updates.action): edit (old → new version) and delete (old only); pin
+and unpin (old = new = the memory) by memories.set_pinned. A deleted memory is a retired link
+(`superseded_at` set, `superseded_by` NULL): no longer retrieved, kept for the history, restorable;
+`erase_user` removes it all.
 """
 
 from __future__ import annotations
@@ -95,24 +96,6 @@ async def get_memory(conn: AsyncConnection[Any], user_id: str, vector_id: str) -
     return rows[0] if rows else None
 
 
-async def set_pinned(conn: AsyncConnection[Any], user_id: str, vector_id: str, pinned: bool) -> bool:
-    """Pin or unpin an active memory (audited as pin / unpin when it changes); False when the user has no
-    such active memory."""
-    async with user_scope(conn, user_id):
-        cur = await conn.execute("SELECT pinned FROM users_vectors WHERE user_id = %s AND vector_id = %s"
-                                 " AND superseded_at IS NULL FOR UPDATE", [user_id, vector_id])
-        row = await cur.fetchone()
-        if row is None:
-            return False
-        if row[0] != pinned:
-            await conn.execute("UPDATE users_vectors SET pinned = %s WHERE user_id = %s AND vector_id = %s",
-                               [pinned, user_id, vector_id])
-            await memories.audit(conn, user_id=user_id, old_id=vector_id, new_id=vector_id,
-                                 reason="pinned by the user" if pinned else "unpinned by the user",
-                                 action="pin" if pinned else "unpin")
-    return True
-
-
 async def edit_memory(conn: AsyncConnection[Any], user_id: str, vector_id: str, *, content: str,
                       embedding: Sequence[float] | None, model: str, attributes: FactAttributes,
                       reason: str) -> str | None:
@@ -134,13 +117,11 @@ async def edit_memory(conn: AsyncConnection[Any], user_id: str, vector_id: str, 
                            [user_id, vector_id])
         new_id = await memories.add_memory(
             conn, user_id=user_id, content=content, model=model, stated_at=stated_at, attributes=attributes,
-            embedding=old_embedding.to_numpy() if embedding is None else embedding)
+            embedding=old_embedding.to_numpy() if embedding is None else embedding, pinned=pinned)
         if new_id is None:
             raise EditConflict("the same text is already another active memory of this user")
         await conn.execute("UPDATE users_vectors SET superseded_by = %s WHERE user_id = %s AND vector_id = %s",
                            [new_id, user_id, vector_id])
-        await conn.execute("UPDATE users_vectors SET pinned = %s WHERE user_id = %s AND vector_id = %s",
-                           [pinned, user_id, new_id])
         await memories.audit(conn, user_id=user_id, old_id=vector_id, new_id=new_id, reason=reason, action="edit")
     return new_id
 

@@ -41,28 +41,30 @@ async def insert_vector(conn: AsyncConnection[Any], *, content: str, embedding: 
     return vector_id
 
 
-async def link_vector(conn: AsyncConnection[Any], user_id: str, vector_id: str) -> bool:
+async def link_vector(conn: AsyncConnection[Any], user_id: str, vector_id: str, pinned: bool = False) -> bool:
     """Link a vector to a user; False when the user already holds the same text (unique guard)."""
     async with in_user_scope(conn, user_id):
         cur = await conn.execute(
-            "INSERT INTO users_vectors (user_id, vector_id, content_key, embedding_model, embedding_bq, search_text)"
-            " SELECT %s, id, content_key, embedding_model, binary_quantize(embedding), search_text"
+            "INSERT INTO users_vectors"
+            " (user_id, vector_id, content_key, embedding_model, embedding_bq, search_text, pinned)"
+            " SELECT %s, id, content_key, embedding_model, binary_quantize(embedding), search_text, %s"
             " FROM vectors WHERE id = %s"
             " ON CONFLICT (user_id, content_key) WHERE superseded_at IS NULL DO NOTHING RETURNING vector_id",
-            [user_id, vector_id],
+            [user_id, pinned, vector_id],
         )
         return await cur.fetchone() is not None
 
 
 async def add_memory(conn: AsyncConnection[Any], *, user_id: str, content: str, embedding: Sequence[float],
                      model: str, stated_at: datetime | None = None, metadata: dict[str, Any] | None = None,
-                     attributes: FactAttributes | None = None) -> str | None:
+                     attributes: FactAttributes | None = None, pinned: bool = False) -> str | None:
     """Store a new memory for `user_id` in the caller's transaction (or a scope of its own); None if the
-    user already has it."""
+    user already has it. `pinned` only carries a pin over to a new version (an edit): pinning a memory
+    is `set_pinned`, which audits it."""
     async with in_user_scope(conn, user_id):
         vector_id = await insert_vector(conn, content=content, embedding=embedding, model=model,
                                         stated_at=stated_at, metadata=metadata, attributes=attributes)
-        if await link_vector(conn, user_id, vector_id):
+        if await link_vector(conn, user_id, vector_id, pinned):
             return vector_id
         await conn.execute("DELETE FROM vectors WHERE id = %s", [vector_id])
         return None
@@ -151,6 +153,25 @@ async def retire_memory(conn: AsyncConnection[Any], *, user_id: str, vector_id: 
         if found:
             await audit(conn, user_id=user_id, old_id=vector_id, new_id=None, reason=reason, action=action)
     return found
+
+
+async def set_pinned(conn: AsyncConnection[Any], user_id: str, vector_id: str, pinned: bool,
+                     reason: str | None = None) -> bool:
+    """Pin or unpin an active memory, audited as pin / unpin when it changes (the one place a pin is set);
+    False when the user has no such active memory."""
+    async with in_user_scope(conn, user_id):
+        cur = await conn.execute("SELECT pinned FROM users_vectors WHERE user_id = %s AND vector_id = %s"
+                                 " AND superseded_at IS NULL FOR UPDATE", [user_id, vector_id])
+        row = await cur.fetchone()
+        if row is None:
+            return False
+        if row[0] != pinned:
+            await conn.execute("UPDATE users_vectors SET pinned = %s WHERE user_id = %s AND vector_id = %s",
+                               [pinned, user_id, vector_id])
+            await audit(conn, user_id=user_id, old_id=vector_id, new_id=vector_id,
+                        reason=reason or ("pinned by the user" if pinned else "unpinned by the user"),
+                        action="pin" if pinned else "unpin")
+    return True
 
 
 async def audit(conn: AsyncConnection[Any], *, user_id: str, old_id: str | None, new_id: str | None,

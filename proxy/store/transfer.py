@@ -16,7 +16,7 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from ..schemas import FactAttributes
-from .memories import add_memory
+from .memories import add_memory, set_pinned
 from .scope import in_user_scope
 
 EXPORT_FORMAT = "memory-proxy/memories"
@@ -94,6 +94,5 @@ async def import_memory(conn: AsyncConnection[Any], *, user_id: str, memory: dic
         vector_id = await add_memory(conn, user_id=user_id, content=memory["content"], embedding=embedding,
                                      model=model, stated_at=memory["stated_at"], attributes=attributes)
         if vector_id and memory["pinned"]:
-            await conn.execute("UPDATE users_vectors SET pinned = true WHERE user_id = %s AND vector_id = %s",
-                               [user_id, vector_id])
+            await set_pinned(conn, user_id, vector_id, True, reason="pinned in the imported export")
     return vector_id
