@@ -11,6 +11,8 @@ is a 404, whoever else holds it: nothing tells that another user's id exists.
 
 from __future__ import annotations
 
+import base64
+import json
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,6 +25,7 @@ from litestar.openapi.plugins import JsonRenderPlugin
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 from litestar.static_files import create_static_files_router
 
+from . import export
 from .auth import bearer_token, checked_user_id, read_user_id
 from .errors import (
     AuthenticationFailed,
@@ -33,9 +36,9 @@ from .errors import (
     NotFound,
     Unavailable,
 )
+from .memory.content import MAX_MEMORY_BYTES, UNSTORABLE, memory_content
 from .memory.document import embedding_text
 from .memory.embed import embed_one
-from .memory.content import MAX_MEMORY_BYTES, UNSTORABLE, memory_content
 from .memory.retrieve import retrieve_memories
 from .schemas import FactAttributes
 from .services import Services
@@ -156,6 +159,24 @@ async def _held(services: Services, user_id: str, memory_id: str, *, active: boo
     return found
 
 
+class BadCursor(ValueError):
+    """A pagination cursor this API did not write."""
+
+
+def encode_cursor(memory: dict[str, Any]) -> str:
+    """The page's last memory, (created_at, id), as an opaque cursor."""
+    raw = json.dumps([memory["created_at"].isoformat(), memory["id"]]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        created, vector_id = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        return datetime.fromisoformat(created), str(vector_id)
+    except (ValueError, TypeError) as exc:
+        raise BadCursor("the cursor is not one this API returned") from exc
+
+
 # ---------------------------------------------------------------- routes
 
 @get("/memories", summary="List active memories, newest first (cursor pagination)")
@@ -168,8 +189,8 @@ async def list_memories(
     limit: Annotated[int, QueryParameter(ge=1, le=MAX_PAGE_LIMIT)] = PAGE_LIMIT,
 ) -> dict[str, Any]:
     try:
-        after = manage.decode_cursor(cursor) if cursor else None
-    except manage.BadCursor as exc:
+        after = decode_cursor(cursor) if cursor else None
+    except BadCursor as exc:
         raise BadRequest(str(exc), param="cursor", code="bad_cursor") from exc
     async with _services(request).pool.connection() as conn:
         found = await manage.list_memories(conn, user_id, memory_type=memory_type and _check_type(memory_type),
@@ -177,7 +198,7 @@ async def list_memories(
                                            limit=limit + 1)
     page = found[:limit]
     return {"user": user_id, "data": page,
-            "next_cursor": manage.encode_cursor(page[-1]) if len(found) > limit else None}
+            "next_cursor": encode_cursor(page[-1]) if len(found) > limit else None}
 
 
 @get("/memories/search", summary="Search as chat injection ranks (hybrid search + ranking), with scores")
@@ -308,10 +329,9 @@ async def export_memories(request: Request[Any, Any, Any], user_id: NamedDepende
                           format: Annotated[str, QueryParameter(pattern="^(json|markdown)$")] = "json",
                           ) -> Response[Any]:
     async with _services(request).pool.connection() as conn:
-        held = await manage.export(conn, user_id)
-    body = {"user": user_id, "exported_at": datetime.now(UTC), **held}
+        body = export.document(user_id, await manage.export(conn, user_id), datetime.now(UTC))
     if format == "markdown":
-        return Response(to_markdown(body), media_type="text/markdown",  # Litestar adds "; charset=utf-8"
+        return Response(export.markdown(body), media_type="text/markdown",  # Litestar adds "; charset=utf-8"
                         headers={"content-disposition": 'attachment; filename="memories.md"'})
     return Response(body, headers={"content-disposition": 'attachment; filename="memories.json"'})
 
@@ -328,27 +348,6 @@ async def erase_user(request: Request[Any, Any, Any], user_id: NamedDependency[s
                              param="confirm", code="confirmation_required")
         erased = await manage.erase_user(conn, user_id)
     return {"user": user_id, "erased": erased}
-
-
-def to_markdown(export: dict[str, Any]) -> str:
-    """The export as a human-readable Markdown document."""
-    lines = [f"# Memories of {export['user']}", "", f"Exported {_when(export['exported_at'])}.", "",
-             "## Active memories", ""]
-    for m in export["memories"]:
-        pin = " (pinned)" if m["pinned"] else ""
-        lines.append(f"- **{m['memory_type']}**{pin}: {m['content']} — stated {_when(m['stated_at'])}, id `{m['id']}`")
-    lines += ["", "## Earlier versions and deleted memories", ""]
-    for m in export["history"]:
-        lines.append(f"- {m['content']} — retired {_when(m['superseded_at'])}, id `{m['id']}`")
-    lines += ["", "## History", ""]
-    for u in export["updates"]:
-        lines.append(f"- {_when(u['created_at'])} **{u['action']}** {u['old_id'] or '—'} → {u['new_id'] or '—'}:"
-                     f" {u['reason']}")
-    return "\n".join(lines) + "\n"
-
-
-def _when(moment: datetime | None) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC") if moment else "—"
 
 
 API = Router(

@@ -23,7 +23,7 @@ from proxy.memory.content import MAX_MEMORY_BYTES
 from proxy.settings import load_settings
 from proxy.store import jobs, keys, memories
 from proxy.store.database import make_pool
-from tests.conftest import PROXY_KEY, USER_A, USER_B, add_memory, chat_body, make_env, user_headers
+from tests.conftest import PROXY_KEY, USER_A, USER_B, add_memory, chat_body, make_env, user_headers, vector_for
 
 API = "/api/v1"
 BUN = "User is a software engineer who uses Bun."
@@ -236,7 +236,7 @@ async def test_user_b_reaches_none_of_a_memories_by_any_route(client: Any, user_
         found = await client.get(f"{API}/memories/search", headers=headers, params={**params, "q": "peanuts"})
         assert found.json()["data"] == []
         exported = (await client.get(f"{API}/export", headers=headers, params=params)).json()
-        assert exported["user"] == USER_B and exported["memories"] == exported["updates"] == []
+        assert exported["user_id"] == USER_B and exported["memories"] == exported["updates"] == []
     after = (await client.get(f"{API}/memories/{a_memory['id']}", params=admin(USER_A))).json()
     assert after["content"] == "User is allergic to peanuts." and after["pinned"] and after["active"]
 
@@ -325,6 +325,26 @@ async def test_export_then_erase_leaves_nothing_of_the_user(client: Any, db: Any
     b_list = (await client.get(f"{API}/memories", params=admin(USER_B))).json()["data"]
     assert [m["id"] for m in b_list] == [shared]
     assert edited["id"] not in {r[0] for r in left}
+
+
+async def test_the_apis_export_is_the_format_an_import_reads_back(client: Any, db: Any) -> None:
+    from proxy import export
+    from proxy.store import transfer
+
+    bun = await add_memory(db, USER_A, BUN)
+    await add_memory(db, USER_A, "User works at Acme.")
+    await client.post(f"{API}/memories/{bun}/pin", params=admin(USER_A))
+    document = (await client.get(f"{API}/export", params=admin(USER_A))).json()
+    user, items = export.read(document)  # what `memory-proxy memories import` runs on the file
+    assert user == USER_A and {m["content"] for m in items} == {BUN, "User works at Acme."}
+    for item in items:
+        await transfer.import_memory(db, user_id=USER_B, memory=item, embedding=vector_for(item["content"]),
+                                     model="mistral-embed")
+    imported = (await client.get(f"{API}/memories", params=admin(USER_B))).json()["data"]
+    assert {(m["content"], m["pinned"], m["memory_type"]) for m in imported} == {
+        (m["content"], m["pinned"], m["memory_type"]) for m in document["memories"]}
+    assert ({datetime.fromisoformat(m["stated_at"]) for m in imported}
+            == {datetime.fromisoformat(m["stated_at"]) for m in document["memories"]})
 
 
 # ---------------------------------------------------------------- hardening

@@ -12,8 +12,6 @@ and unpin (old = new = the memory) by memories.set_pinned. A deleted memory is a
 
 from __future__ import annotations
 
-import base64
-import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -39,25 +37,8 @@ class EditConflict(Exception):
     """The edited text is already another active memory of this user."""
 
 
-class BadCursor(ValueError):
-    """A pagination cursor this module did not write."""
-
-
 def _rows(rows: Sequence[Sequence[Any]], names: Sequence[str] = _NAMES) -> list[dict[str, Any]]:
     return [dict(zip(names, row, strict=True)) for row in rows]
-
-
-def encode_cursor(memory: dict[str, Any]) -> str:
-    raw = json.dumps([memory["created_at"].isoformat(), memory["id"]]).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> tuple[datetime, str]:
-    try:
-        created, vector_id = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        return datetime.fromisoformat(created), str(vector_id)
-    except (ValueError, TypeError) as exc:
-        raise BadCursor("the cursor is not one this API returned") from exc
 
 
 async def list_memories(conn: AsyncConnection[Any], user_id: str, *, memory_type: str | None = None,

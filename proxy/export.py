@@ -1,0 +1,78 @@
+"""The one export format: what `GET /api/v1/export` and `memory-proxy memories export` write, and what
+`memory-proxy memories import` reads back (docs/MANAGEMENT.md).
+
+JSON: `{"format": "memory-proxy/memories", "version": 1, "user_id", "exported_at", "memories"` (active),
+`"history"` (superseded, deleted and expired versions), `"updates"` (the user's audit rows), `"jobs"`
+(pending formation jobs)}, dates in ISO 8601. A memory holds what it is (text, type, pin, dates,
+importance, confidence, expiry, use counts), never its vector: an import re-embeds with the configured
+embedder, so an export moves between models and installations. An import reads `memories` only.
+Markdown: the same document for people to read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+FORMAT = "memory-proxy/memories"
+VERSION = 1
+
+
+def document(user_id: str, held: Mapping[str, Any], exported_at: datetime) -> dict[str, Any]:
+    """The JSON export of what store.manage.export returned for the user."""
+    return {"format": FORMAT, "version": VERSION, "user_id": user_id, "exported_at": exported_at.isoformat(),
+            "memories": _dated(held["memories"]), "history": _dated(held["history"]),
+            "updates": _dated(held["updates"]), "jobs": held["jobs"]}
+
+
+def markdown(export: Mapping[str, Any]) -> str:
+    """A JSON export as a human-readable Markdown document."""
+    lines = [f"# Memories of {export['user_id']}", "", f"Exported {_when(export['exported_at'])}.", "",
+             "## Active memories", ""]
+    for m in export["memories"]:
+        pin = " (pinned)" if m["pinned"] else ""
+        lines.append(f"- **{m['memory_type']}**{pin}: {m['content']} — stated {_when(m['stated_at'])},"
+                     f" id `{m['id']}`")
+    lines += ["", "## Earlier versions and deleted memories", ""]
+    for m in export["history"]:
+        lines.append(f"- {m['content']} — retired {_when(m['superseded_at'])}, id `{m['id']}`")
+    lines += ["", "## History", ""]
+    for u in export["updates"]:
+        lines.append(f"- {_when(u['created_at'])} **{u['action']}** {u['old_id'] or '—'} →"
+                     f" {u['new_id'] or '—'}: {u['reason']}")
+    return "\n".join(lines) + "\n"
+
+
+def read(export: Any) -> tuple[str | None, list[dict[str, Any]]]:
+    """The user id and the memories to import from a JSON export (dates parsed); ValueError when it is
+    not one."""
+    if not isinstance(export, dict) or export.get("format") != FORMAT:
+        raise ValueError(f"not a memory-proxy export (expected \"format\": \"{FORMAT}\")")
+    if export.get("version") != VERSION:
+        raise ValueError(f"unsupported export version {export.get('version')!r}")
+    memories = []
+    for i, m in enumerate(export.get("memories") or []):
+        if not isinstance(m, dict) or not isinstance(m.get("content"), str) or not m["content"].strip():
+            raise ValueError(f"memory #{i}: no content")
+        memories.append({
+            "content": m["content"].strip(),
+            "memory_type": m.get("memory_type") or "preference",
+            "pinned": bool(m.get("pinned")),
+            "stated_at": datetime.fromisoformat(m["stated_at"]) if m.get("stated_at") else None,
+            "importance": m.get("importance"),
+            "confidence": m.get("confidence"),
+            "expires_at": datetime.fromisoformat(m["expires_at"]) if m.get("expires_at") else None,
+        })
+    user_id = export.get("user_id")
+    return (user_id if isinstance(user_id, str) and user_id else None), memories
+
+
+def _dated(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: v.isoformat() if isinstance(v, datetime) else v for k, v in row.items()} for row in rows]
+
+
+def _when(moment: str | datetime | None) -> str:
+    if isinstance(moment, str):
+        moment = datetime.fromisoformat(moment)
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC") if moment else "—"
