@@ -2,6 +2,7 @@
 settings."""
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -16,7 +17,7 @@ import httpx
 import psycopg
 import pytest
 
-from proxy.__main__ import build_parser, main
+from proxy.cli import build_parser, main
 from proxy.memory.document import embedding_text
 from proxy.settings import markdown_table
 from tests.conftest import EMBEDDINGS, USER_A, USER_B, free_port, vector_for, wait_ready
@@ -165,6 +166,116 @@ def test_every_command_and_action_is_described() -> None:
                 described(child)
 
     described(build_parser())
+
+
+@pytest.mark.parametrize(("command", "present", "absent"), [
+    ("serve", ["--host ADDRESS", "--port PORT", "--log-level LEVEL", "MEMORY_PROXY_HOST", "MEMORY_PROXY_PORT",
+               "LOG_LEVEL"], []),
+    ("worker", ["--log-level LEVEL", "LOG_LEVEL"], ["--host", "--port"]),  # the worker serves nothing over HTTP
+])
+def test_serve_and_worker_help_list_their_flags(command: str, present: list[str], absent: list[str], capsys) -> None:
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    out = capsys.readouterr().out
+    assert all(text in out for text in present), out
+    assert not any(text in out for text in absent), out
+
+
+def _setting_env(monkeypatch, tmp_path: Path) -> None:
+    """An environment that names a host, port and log level the flags must override."""
+    monkeypatch.setenv("MEMORY_PROXY_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("MEMORY_PROXY_HOST", "0.0.0.0")
+    monkeypatch.setenv("MEMORY_PROXY_PORT", "8999")
+    monkeypatch.setenv("LOG_LEVEL", "error")
+    monkeypatch.setenv("UPSTREAM_BASE_URL", "http://from-the-environment.test/v1")
+
+
+def _capture_logging(monkeypatch) -> list[str]:
+    levels: list[str] = []
+    monkeypatch.setattr("proxy.observability.configure_logging", lambda level, *a, **kw: levels.append(level))
+    return levels
+
+
+def test_serve_flags_override_the_environment(tmp_path: Path, monkeypatch) -> None:
+    """The flags reach the settings `serve` builds its app from and the address uvicorn binds; the rest of
+    the configuration still comes from the environment."""
+    _setting_env(monkeypatch, tmp_path)
+    levels = _capture_logging(monkeypatch)
+    apps: list[Any] = []
+    binds: list[dict] = []
+    monkeypatch.setattr("proxy.app.create_app", lambda settings: apps.append(settings) or "app")
+    monkeypatch.setattr("uvicorn.run", lambda app, **kwargs: binds.append({"app": app, **kwargs}))
+
+    assert main(["serve", "--host", "127.0.0.2", "--port", "18081", "--log-level", "DEBUG"]) == 0
+    (settings,) = apps
+    assert (settings.server.host, settings.server.port, settings.log.level) == ("127.0.0.2", 18081, "debug")
+    assert (binds[0]["app"], binds[0]["host"], binds[0]["port"]) == ("app", "127.0.0.2", 18081)
+    assert levels == ["debug"]
+    assert settings.upstream.base_url == "http://from-the-environment.test/v1"
+
+    assert main(["serve", "--port", "18082"]) == 0  # a flag left out keeps the environment's value
+    assert (apps[1].server.host, apps[1].server.port, apps[1].log.level) == ("0.0.0.0", 18082, "error")
+    assert (binds[1]["host"], binds[1]["port"]) == ("0.0.0.0", 18082) and levels[1] == "error"
+
+
+def test_worker_log_level_flag_overrides_the_environment(tmp_path: Path, monkeypatch) -> None:
+    _setting_env(monkeypatch, tmp_path)
+    levels = _capture_logging(monkeypatch)
+    opened: list[Any] = []
+    ran: list[Any] = []
+
+    @contextlib.asynccontextmanager
+    async def open_services(settings: Any, *, wait_for_database: bool = True) -> Any:
+        opened.append(settings)
+        yield types.SimpleNamespace(ready="ready")
+
+    class FakeWorker:
+        worker_id = "w-1"
+
+        async def run(self, stop: Any, timeout: float, ready: Any) -> None:
+            ran.append(ready)
+
+    monkeypatch.setattr("proxy.services.open_services", open_services)
+    monkeypatch.setattr("proxy.worker.Worker.from_services", staticmethod(lambda services: FakeWorker()))
+    assert main(["worker", "--log-level", "warning"]) == 0
+    assert [settings.log.level for settings in opened] == ["warning"] and levels == ["warning"]
+    assert ran == ["ready"]  # the worker ran with those settings
+    assert opened[0].server.port == 8999  # everything else from the environment
+
+
+@pytest.mark.parametrize(("argv", "problem"), [
+    (["serve", "--port", "0"], "MEMORY_PROXY_PORT='0': must be a TCP port between 1 and 65535"),
+    (["serve", "--port", "70000"], "MEMORY_PROXY_PORT='70000': must be a TCP port between 1 and 65535"),
+    (["serve", "--port", "abc"], "MEMORY_PROXY_PORT='abc': is not a number"),
+    (["serve", "--log-level", "loud"], "LOG_LEVEL='loud': must be one of"),
+    (["worker", "--log-level", "loud"], "LOG_LEVEL='loud': must be one of"),
+])
+def test_invalid_setting_flags_exit_2_with_a_message(argv: list[str], problem: str, tmp_path: Path,
+                                                     monkeypatch, capsys) -> None:
+    """Validated by load_settings as the variable would be, and the message names the flag too."""
+    monkeypatch.setenv("MEMORY_PROXY_DATA_DIR", str(tmp_path))
+    monkeypatch.setattr("uvicorn.run", lambda *a, **kw: pytest.fail("serve started"))
+    monkeypatch.setattr("proxy.services.open_services", lambda *a, **kw: pytest.fail("worker started"))
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert problem in err and f"came from {argv[1]}" in err
+
+
+def test_an_empty_setting_flag_is_refused(capsys) -> None:
+    """An empty variable means the default; an empty flag is a mistake, not a quiet default."""
+    with pytest.raises(SystemExit) as exited:
+        main(["serve", "--port", ""])
+    assert exited.value.code == 2 and "argument --port: must not be empty" in capsys.readouterr().err
+
+
+def test_python_m_proxy_exits_2_on_an_invalid_port_without_a_traceback(tmp_path: Path) -> None:
+    # a database that is not there: were the flag ignored, serve would not leave a PostgreSQL running
+    env = {**os.environ, "MEMORY_PROXY_DATA_DIR": str(tmp_path),
+           "DATABASE_URL": "postgresql://127.0.0.1:9/none"}
+    done = subprocess.run([sys.executable, "-m", "proxy", "serve", "--port", "70000"], env=env, check=False,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "MEMORY_PROXY_PORT='70000'" in done.stderr
+    assert "came from --port" in done.stderr and "Traceback" not in done.stderr
 
 
 def _set_env(env: dict, monkeypatch) -> None:
