@@ -34,7 +34,9 @@ from proxy.store.embedded import start_server
 from proxy.worker import Worker
 from tests.fake_llm import FakeMemoryLLM
 
+ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"
+DASHBOARD = ROOT / "grafana" / "dashboards" / "memory-proxy.json"
 UPSTREAM = "http://upstream.test/v1"
 EMBEDDINGS = "http://embed.test/v1"
 MEMORY_LLM = "http://llm.test/v1"
@@ -44,6 +46,13 @@ EMBED_KEY = "embedding-secret-key"
 USER_A = "user-a"
 USER_B = "user-b"
 TEMPLATE_DB = "memory_proxy_template"
+CHAT = "/v1/chat/completions"
+# Texts with a pre-generated vector in fixtures/embeddings.json: BUN is close to RUNTIME_Q, BERLIN is not.
+# BUN_MSG is the user turn from which the formation tests have the fake memory LLM extract BUN.
+BUN_MSG = "I'm a software engineer and I use Bun"
+BUN = "User is a software engineer who uses Bun."
+BERLIN = "User lives in Berlin."
+RUNTIME_Q = "Which JavaScript runtime should I use for my next project?"
 
 
 # ---------------------------------------------------------------- database

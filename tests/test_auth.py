@@ -92,9 +92,8 @@ async def test_with_a_jwt_secret_the_token_names_the_user_and_a_forged_header_is
     from litestar.testing import AsyncTestClient
     from structlog.testing import capture_logs
 
-    from tests.conftest import PROXY_KEY, USER_A, USER_B, add_memory, chat_body, system_text
+    from tests.conftest import BUN, PROXY_KEY, RUNTIME_Q, USER_A, USER_B, add_memory, chat_body, system_text
     from tests.conftest import sent_body as upstream_body
-    from tests.test_worker import BUN, RUNTIME_Q
 
     await add_memory(db, USER_A, BUN)
     settings = load_settings({**env, "USER_JWT_SECRET": JWT_SECRET})

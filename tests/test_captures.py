@@ -1,15 +1,13 @@
 """Replay what OpenWebUI 0.12.4 really sent (tests/fixtures, copied from ../shared/data) through the proxy."""
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from proxy.classify import TurnKind, classify
-from tests.conftest import PROXY_KEY, add_memory, system_text
+from tests.conftest import FIXTURES, PROXY_KEY, add_memory, system_text
 
-FIXTURES = Path(__file__).parent / "fixtures"
 TEA = "User prefers green tea over coffee."
 
 

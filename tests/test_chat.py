@@ -10,25 +10,24 @@ import httpx
 import pytest
 import respx
 
-from proxy.observability import FAIL_OPEN, RETRIEVAL_OUTCOMES
 from tests.conftest import (
+    BERLIN,
+    BUN,
+    CHAT,
     EMBED_KEY,
     PROXY_KEY,
+    RUNTIME_Q,
     UPSTREAM_KEY,
     USER_A,
     USER_B,
     add_memory,
     chat_body,
     completion,
+    metric,
     sent_body,
     system_text,
     user_headers,
 )
-
-CHAT = "/v1/chat/completions"
-RUNTIME_Q = "Which JavaScript runtime should I use for my next project?"
-BUN = "User is a software engineer who uses Bun."
-BERLIN = "User lives in Berlin."
 
 
 def is_openai_error(response: httpx.Response) -> bool:
@@ -122,13 +121,13 @@ async def test_tasks_get_no_memory_work(client: Any, outside: Any, db: Any, task
 
 async def test_openwebui_memory_context_is_not_injected_twice(client: Any, outside: Any, db: Any) -> None:
     await add_memory(db, USER_A, BUN)
-    skipped = RETRIEVAL_OUTCOMES.labels("skipped")._value.get()
+    skipped = metric("memory_proxy_retrieval_total", outcome="skipped")
     messages = [{"role": "system", "content": "<memory_context>\n[User Memory]\n- uses Bun\n</memory_context>"},
                 {"role": "user", "content": RUNTIME_Q}]
     await client.post(CHAT, json={"model": "m", "messages": messages}, headers=user_headers(USER_A))
     assert sent_body(outside)["messages"] == messages
     assert not outside.routes["embeddings"].called
-    assert RETRIEVAL_OUTCOMES.labels("skipped")._value.get() == skipped + 1
+    assert metric("memory_proxy_retrieval_total", outcome="skipped") == skipped + 1
 
 
 # ---------------------------------------------------------------- memory never breaks chat
@@ -138,11 +137,11 @@ async def test_embedder_down_means_the_most_recent_memories_and_a_metric(client:
     await add_memory(db, USER_A, BUN)
     berlin = await add_memory(db, USER_A, BERLIN)
     outside.routes["embeddings"].mock(side_effect=httpx.ConnectError("refused"))
-    before = FAIL_OPEN.labels("embedder_error")._value.get()
+    before = metric("memory_proxy_fail_open_total", reason="embedder_error")
     response = await client.post(CHAT, json=chat_body(RUNTIME_Q), headers=user_headers(USER_A))
     assert response.status_code == 200 and response.json()["memories"][0] == berlin  # newest first
     assert BUN in system_text(sent_body(outside)) and BERLIN in system_text(sent_body(outside))
-    assert FAIL_OPEN.labels("embedder_error")._value.get() == before + 1
+    assert metric("memory_proxy_fail_open_total", reason="embedder_error") == before + 1
 
 
 async def test_embedder_and_database_down_means_plain_relay(client: Any, outside: Any, db: Any,
@@ -174,14 +173,14 @@ async def test_slow_embedder_is_cut_off_by_the_retrieval_budget(env: dict, app_f
         raise AssertionError
 
     outside.routes["embeddings"].mock(side_effect=never)
-    before = FAIL_OPEN.labels("embedder_timeout")._value.get()
+    before = metric("memory_proxy_fail_open_total", reason="embedder_timeout")
     app = app_factory(load_settings({**env, "RETRIEVAL_TIMEOUT_MS": "100"}))
     async with AsyncTestClient(app) as test_client:
         async with asyncio.timeout(5):
             response = await test_client.post(CHAT, json=chat_body(RUNTIME_Q), headers={
                 "authorization": f"Bearer {PROXY_KEY}", **user_headers(USER_A)})
     assert response.status_code == 200 and response.json()["memories"] == []
-    assert FAIL_OPEN.labels("embedder_timeout")._value.get() == before + 1
+    assert metric("memory_proxy_fail_open_total", reason="embedder_timeout") == before + 1
 
 
 # ---------------------------------------------------------------- upstream errors
@@ -286,7 +285,7 @@ async def test_database_down_mid_run_readyz_says_so_chat_goes_on_and_recovers(
         admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS false")
         admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", [name])
     def database_failures() -> float:
-        return sum(FAIL_OPEN.labels(r)._value.get() for r in ("database_error", "database_timeout"))
+        return sum(metric("memory_proxy_fail_open_total", reason=r) for r in ("database_error", "database_timeout"))
 
     before = database_failures()
 

@@ -1,11 +1,10 @@
 import json
-from pathlib import Path
 
 import pytest
 
 from proxy.classify import TurnKind, classify, latest_user_text, message_text
+from tests.conftest import FIXTURES
 
-FIXTURES = Path(__file__).parent / "fixtures"
 RAG_TURN = ("### Task:\nRespond to the user query using the provided context, incorporating inline "
             "citations.\n<context>\n<source id=\"1\">doc</source>\n</context>\n\n<user_query>\nWhat is X?\n</user_query>")
 

@@ -16,11 +16,9 @@ import psycopg
 import pytest
 import uvicorn
 
-from tests.conftest import PROXY_KEY, embeddings_reply, free_port, wait_ready
+from tests.conftest import BUN, BUN_MSG, PROXY_KEY, embeddings_reply, free_port, wait_ready
 from tests.fake_llm import FakeMemoryLLM, asgi_app
 
-BUN_MSG = "I'm a software engineer and I use Bun"
-BUN = "User is a software engineer who uses Bun."
 USERS = [f"user-{i}" for i in range(6)]
 
 

@@ -29,7 +29,11 @@ import pytest
 
 from proxy.worker import refresh_gauges
 from tests.conftest import (
+    BUN,
+    CHAT,
+    DASHBOARD,
     PROXY_KEY,
+    RUNTIME_Q,
     add_memory,
     chat_body,
     completion,
@@ -38,10 +42,6 @@ from tests.conftest import (
     user_headers,
 )
 
-DASHBOARD = Path(__file__).resolve().parents[1] / "grafana" / "dashboards" / "memory-proxy.json"
-CHAT = "/v1/chat/completions"
-BUN = "User is a software engineer who uses Bun."  # tests/fixtures/embeddings.json: close to RUNTIME_Q
-RUNTIME_Q = "Which JavaScript runtime should I use for my next project?"
 FORM_MSG = "Let me tell you about myself: I like tea, I drink coffee now, I live near Berlin with a cat, round"
 RETRY_MSG = "One more thing about me: I play chess, round"
 # Grafana's built-in interval variables, as concrete windows for a 1 s scrape interval and a short test.

@@ -23,11 +23,10 @@ from prometheus_client import Counter, Gauge, Histogram, Summary
 
 from proxy import observability
 from proxy.settings import SPECS
+from tests.conftest import DASHBOARD, ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 COMPOSE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "Dockerfile"
-DASHBOARD = ROOT / "grafana" / "dashboards" / "memory-proxy.json"
 SERVICES = {"postgres", "memory-proxy", "open-webui", "prometheus", "grafana"}
 SECRET_NAME = re.compile(r"KEY|SECRET|PASSWORD|TOKEN|DATABASE_URL", re.IGNORECASE)
 REFERENCE = re.compile(r"\$\{(\w+)(?:(:?[-?])([^}]*))?\}")

@@ -12,10 +12,7 @@ from typing import Any
 from benchmarks.formation_quality.proxy_runner import run_proxy
 from benchmarks.formation_quality.scenarios import load_users
 from benchmarks.formation_quality.score import judge
-from proxy.observability import FACTS_DROPPED
-from tests.conftest import USER_A, chat_body, user_headers
-
-CHAT = "/v1/chat/completions"
+from tests.conftest import CHAT, USER_A, chat_body, metric, user_headers
 
 
 async def test_the_ci_users_end_right_whatever_the_scripted_model_gets_wrong(database_url: str) -> None:
@@ -38,7 +35,8 @@ async def test_a_turn_without_a_first_person_word_makes_no_call_and_only_support
         "Bun is fast.",  # not about the user: dropped
         {"fact": "User asks about Rust.", "type": "project"},  # a request, not a fact: dropped
     ]
-    dropped = {why: FACTS_DROPPED.labels(why)._value.get() for why in ("unsupported", "not_about_user", "request")}
+    dropped = {why: metric("memory_proxy_facts_dropped_total", reason=why)
+               for why in ("unsupported", "not_about_user", "request")}
     await client.post(CHAT, json=chat_body("What is the capital of France?"), headers=user_headers(USER_A))
     await client.post(CHAT, json=chat_body("I use Bun at work and I have a meeting tomorrow. Is Rust nice?"),
                       headers=user_headers(USER_A))
@@ -49,7 +47,7 @@ async def test_a_turn_without_a_first_person_word_makes_no_call_and_only_support
         " JOIN vectors v ON v.id = uv.vector_id WHERE uv.user_id = %s ORDER BY v.content", [USER_A])
     assert await cur.fetchall() == [("User has a meeting tomorrow.", "temporary", True),
                                     ("User uses Bun at work.", "project", False)]
-    assert {why: FACTS_DROPPED.labels(why)._value.get() - n for why, n in dropped.items()} == {
+    assert {why: metric("memory_proxy_facts_dropped_total", reason=why) - n for why, n in dropped.items()} == {
         "unsupported": 1, "not_about_user": 1, "request": 1}
 
 

@@ -17,10 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from proxy.observability import JOB_EVENTS
-from tests.conftest import USER_A, add_memory, chunk, completion, make_env, sse
+from tests.conftest import CHAT, USER_A, add_memory, chunk, completion, make_env, metric, sse
 
-CHAT = "/v1/chat/completions"
 FUZZ: dict[str, Any] = {"deadline": None, "database": None,
                         "suppress_health_check": [HealthCheck.function_scoped_fixture]}
 
@@ -114,10 +112,10 @@ async def test_fuzzed_chat_bodies(client: Any, outside: Any, memory: str, body: 
         headers["x-openwebui-user-id"] = USER_A
     if task is not None:
         headers["x-openwebui-task"] = task
-    enqueue_failed = JOB_EVENTS.labels("enqueue_failed")._value.get()
+    enqueue_failed = metric("memory_proxy_jobs_total", event="enqueue_failed")
     response = await client.post(CHAT, content=encoded(body, ascii_only), headers=headers)
     check(response)
-    assert JOB_EVENTS.labels("enqueue_failed")._value.get() == enqueue_failed  # odd text is storable too
+    assert metric("memory_proxy_jobs_total", event="enqueue_failed") == enqueue_failed  # odd text is storable too
 
 
 @given(raw=st.binary(max_size=200) | json_values.map(lambda v: encoded(v, True)),

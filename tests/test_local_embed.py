@@ -15,8 +15,7 @@ from proxy.errors import MemoryUnavailable
 from proxy.memory.embed import build_embedder
 from proxy.memory.local_embed import DIMENSIONS, MODEL_NAME, LocalEmbedder
 from proxy.settings import load_settings
-
-FIXTURES = Path(__file__).parent / "fixtures"
+from tests.conftest import FIXTURES
 
 
 @pytest.fixture(scope="module")
@@ -100,19 +99,18 @@ async def test_the_model_is_loaded_before_the_first_chat_turn(env: dict, app_fac
     turn was relayed without its memory (embedder_timeout). Now the app serves only once it is loaded."""
     from litestar.testing import AsyncTestClient
 
-    from proxy.observability import FAIL_OPEN
     from proxy.store.memories import insert_memory
-    from tests.conftest import PROXY_KEY, USER_A, chat_body, sent_body, system_text, user_headers
+    from tests.conftest import PROXY_KEY, USER_A, chat_body, metric, sent_body, system_text, user_headers
 
     settings = load_settings({**env, "EMBEDDING_PROVIDER": "local", "RETRIEVAL_INJECT_ALL_BELOW": "0"})
     fact = "User keeps bees on the roof of their flat."
     [vector] = await LocalEmbedder().embed([fact])  # another instance: the app's own stays cold until start
     await insert_memory(db, user_id=USER_A, content=fact, embedding=vector, model=MODEL_NAME)
-    timeouts = FAIL_OPEN.labels("embedder_timeout")._value.get()
+    timeouts = metric("memory_proxy_fail_open_total", reason="embedder_timeout")
     async with AsyncTestClient(app_factory(settings), base_url="http://proxy.test") as client:
         assert client.app.state.services.embedder.loaded  # before any request
         response = await client.post("/v1/chat/completions", json=chat_body("How are my bees doing on the roof?"),
                                      headers={**user_headers(USER_A), "authorization": f"Bearer {PROXY_KEY}"})
     assert response.status_code == 200
-    assert FAIL_OPEN.labels("embedder_timeout")._value.get() == timeouts
+    assert metric("memory_proxy_fail_open_total", reason="embedder_timeout") == timeouts
     assert fact in system_text(sent_body(outside))

@@ -156,7 +156,7 @@ def test_fact_text_can_be_kept_out_of_the_decision_logs(capsys: pytest.CaptureFi
 
 def test_without_a_configured_key_pseudonyms_use_a_generated_one_kept_in_the_data_dir(tmp_path: Any) -> None:
     """With LOG_USER_ID_KEY unset, pseudonyms used a fixed key: anyone could recompute one from an id."""
-    from proxy.__main__ import log_user_id_key
+    from proxy.cli.common import log_user_id_key
     from proxy.settings import load_settings
 
     settings = load_settings({"MEMORY_PROXY_DATA_DIR": str(tmp_path)})

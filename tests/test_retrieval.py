@@ -15,7 +15,11 @@ from proxy.schemas import FactAttributes
 from proxy.settings import MaintenanceSettings, load_settings
 from proxy.store import memories
 from tests.conftest import (
+    BERLIN,
+    BUN,
+    CHAT,
     PROXY_KEY,
+    RUNTIME_Q,
     USER_A,
     USER_B,
     add_memory,
@@ -27,10 +31,6 @@ from tests.conftest import (
     vector_for,
 )
 
-CHAT = "/v1/chat/completions"
-BUN = "User is a software engineer who uses Bun."
-BERLIN = "User lives in Berlin."
-RUNTIME_Q = "Which JavaScript runtime should I use for my next project?"
 DOG = "User's dog is named Rex."  # its vector is unrelated to every query (no fixture): words must find it
 DOG_Q = "What is my dog's name?"
 

@@ -14,9 +14,7 @@ import psycopg
 from proxy.breaker import Breaker
 from proxy.services import open_services
 from proxy.settings import load_settings
-from tests.conftest import PROXY_KEY, USER_A, chat_body, metric, user_headers
-
-CHAT = "/v1/chat/completions"
+from tests.conftest import CHAT, PROXY_KEY, USER_A, chat_body, metric, user_headers
 
 
 async def test_a_killed_embedded_database_is_started_again(tmp_path: Path) -> None:

@@ -13,9 +13,9 @@ import httpx
 import pytest
 import uvicorn
 
-from tests.conftest import PROXY_KEY, embeddings_reply, free_port, wait_ready
+from tests.conftest import BUN, BUN_MSG, PROXY_KEY, embeddings_reply, free_port, wait_ready
 from tests.fake_llm import FakeMemoryLLM, asgi_app
-from tests.test_crash_recovery import BUN, BUN_MSG, job_states, poll, start_proxy
+from tests.test_crash_recovery import job_states, poll, start_proxy
 
 CHUNKS = 8
 CHUNK_GAP_S = 0.15

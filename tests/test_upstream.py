@@ -23,9 +23,8 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from proxy.settings import load_settings
-from tests.conftest import PROXY_KEY, free_port, make_env
+from tests.conftest import CHAT, PROXY_KEY, free_port, make_env
 
-CHAT = "/v1/chat/completions"
 AUTH = {"authorization": f"Bearer {PROXY_KEY}"}
 FIRST_BYTE_TIMEOUT = 0.5
 READ_TIMEOUT = 1.0

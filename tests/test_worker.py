@@ -14,28 +14,28 @@ import psycopg
 import pytest
 from structlog.testing import capture_logs
 
-from proxy.observability import DECISIONS, FACTS_DROPPED, FAIL_OPEN, JOB_EVENTS
 from proxy.store import jobs
 from tests.conftest import (
+    BUN,
+    BUN_MSG,
+    CHAT,
     PROXY_KEY,
+    RUNTIME_Q,
     USER_A,
     USER_B,
     add_memory,
     chat_body,
     chunk,
     completion,
+    metric,
     sent_body,
     sse,
     system_text,
     user_headers,
 )
 
-CHAT = "/v1/chat/completions"
-BUN_MSG = "I'm a software engineer and I use Bun"
 NODE_MSG = "I switched from Bun to Node"
-BUN = "User is a software engineer who uses Bun."
 NODE = "User is a software engineer who uses Node."
-RUNTIME_Q = "Which JavaScript runtime should I use for my next project?"
 
 
 def facts_for(message: str) -> list[str]:
@@ -103,11 +103,12 @@ async def test_database_down_mid_run_chat_goes_on_and_the_job_is_written_when_it
     with psycopg.connect(pg_server.get_uri(), autocommit=True) as admin:
         admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS false")
         admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", [name])
-    held, fail_open = JOB_EVENTS.labels("held")._value.get(), FAIL_OPEN.labels("database_error")._value.get()
+    held = metric("memory_proxy_jobs_total", event="held")
+    fail_open = metric("memory_proxy_fail_open_total", reason="database_error")
     response = await client.post(CHAT, json=chat_body(BUN_MSG), headers=user_headers(USER_A))
     assert response.status_code == 200 and response.json()["memories"] == []
-    assert FAIL_OPEN.labels("database_error")._value.get() == fail_open + 1  # retrieval failed open
-    assert JOB_EVENTS.labels("held")._value.get() == held + 1
+    assert metric("memory_proxy_fail_open_total", reason="database_error") == fail_open + 1  # retrieval failed open
+    assert metric("memory_proxy_jobs_total", event="held") == held + 1
     assert len(client.app.state.services.outbox) == 1
     assert (await client.get("/readyz")).status_code == 503
 
@@ -126,7 +127,7 @@ async def test_database_down_mid_run_chat_goes_on_and_the_job_is_written_when_it
 
 async def test_learn_replace_and_retrieve(client: Any, outside: Any, db: Any, worker: Any, memory_llm: Any) -> None:
     memory_llm.extract = facts_for  # no `replaces` pointer: the user's "switched from Bun" is enough
-    replaced_before = DECISIONS.labels("replace")._value.get()
+    replaced_before = metric("memory_proxy_decisions_total", action="replace")
 
     # 1. A tells a fact → one memory for A alone, one decision line
     await client.post(CHAT, json=chat_body(BUN_MSG), headers=user_headers(USER_A))
@@ -149,7 +150,7 @@ async def test_learn_replace_and_retrieve(client: Any, outside: Any, db: Any, wo
     assert await cur.fetchall() == [(BUN, NODE, "the user changed it: bun is no longer so", USER_A)]
     [line] = [e for e in logs if e["event"] == "memory_decision"]
     assert line["decisions"][0]["action"] == "replace" and line["decisions"][0]["target_id"]
-    assert DECISIONS.labels("replace")._value.get() == replaced_before + 1
+    assert metric("memory_proxy_decisions_total", action="replace") == replaced_before + 1
     cur = await db.execute("SELECT count(*) FROM vectors WHERE content = %s", [BUN])
     assert (await cur.fetchone())[0] == 1  # the old vector stays (others may share it)
     cur = await db.execute(  # … and A's link stays as history, pointing at what replaced it
@@ -229,8 +230,8 @@ async def test_a_failing_memory_llm_is_retried_then_dead_and_chat_is_unaffected(
     else:
         outside.routes["memory_llm"].respond(500, json={"object": "error", "message": "overloaded"})
     settings = load_settings({**env, "JOB_MAX_ATTEMPTS": "3", "MEMORY_LLM_TIMEOUT": "0.2"})
-    dead_before = JOB_EVENTS.labels("dead")._value.get()
-    retried_before = JOB_EVENTS.labels("retried")._value.get()
+    dead_before = metric("memory_proxy_jobs_total", event="dead")
+    retried_before = metric("memory_proxy_jobs_total", event="retried")
 
     response = await client.post(CHAT, json=chat_body(BUN_MSG), headers=user_headers(USER_A))
     assert response.status_code == 200
@@ -244,8 +245,8 @@ async def test_a_failing_memory_llm_is_retried_then_dead_and_chat_is_unaffected(
                 assert response.status_code == 200
     [(_, status, _, attempts)] = [r for r in await job_rows(db) if r[0] == USER_A]
     assert (status, attempts) == ("dead", 3)
-    assert JOB_EVENTS.labels("retried")._value.get() == retried_before + 2
-    assert JOB_EVENTS.labels("dead")._value.get() == dead_before + 1
+    assert metric("memory_proxy_jobs_total", event="retried") == retried_before + 2
+    assert metric("memory_proxy_jobs_total", event="dead") == dead_before + 1
     cur = await db.execute("SELECT last_error FROM memory_jobs WHERE status = 'dead'")
     assert (await cur.fetchone())[0]
     assert await links(db, USER_A) == []
@@ -298,14 +299,14 @@ async def test_global_memories_reach_users_with_fewer_than_five_of_their_own(cli
                                                 ("mistral", "md_json"), ("openai", "json"), ("openai", "tools")])
 async def test_every_provider_and_mode_forms_memories(env: dict, outside: Any, db: Any, memory_llm: Any,
                                                       provider: str, mode: str) -> None:
-    from proxy.observability import LLM_CALLS, LLM_TOKENS
     from proxy.services import open_services
     from proxy.settings import load_settings
     from proxy.worker import Worker
 
     memory_llm.extract = facts_for
     settings = load_settings({**env, "MEMORY_LLM_PROVIDER": provider, "MEMORY_LLM_MODE": mode})
-    calls, tokens = LLM_CALLS.labels("extract", "ok")._value.get(), LLM_TOKENS.labels("extract", "prompt")._value.get()
+    calls = metric("memory_proxy_llm_calls_total", purpose="extract", outcome="ok")
+    tokens = metric("memory_proxy_llm_tokens_total", purpose="extract", kind="prompt")
     await add_memory(db, USER_A, "User lives in Berlin.")
     await jobs.enqueue(db, user_id=USER_A, said_at=datetime.now(UTC), payload={"user_message": BUN_MSG})
     async with open_services(settings, httpx.AsyncClient()) as services:
@@ -317,8 +318,8 @@ async def test_every_provider_and_mode_forms_memories(env: dict, outside: Any, d
     sent = outside.routes["memory_llm"].calls.last.request
     assert sent.headers["authorization"] == "Bearer llm-secret-key"
     assert ("tools" in json.loads(sent.content)) == (mode == "tools")
-    assert LLM_CALLS.labels("extract", "ok")._value.get() == calls + 1
-    assert LLM_TOKENS.labels("extract", "prompt")._value.get() == tokens + 100
+    assert metric("memory_proxy_llm_calls_total", purpose="extract", outcome="ok") == calls + 1
+    assert metric("memory_proxy_llm_tokens_total", purpose="extract", kind="prompt") == tokens + 100
 
 
 # ---------------------------------------------------------------- secrets
@@ -335,7 +336,7 @@ async def test_no_secret_of_the_corpus_is_stored_or_sent_to_the_memory_llm(
     raw_by_seen: dict[str, str] = {}  # what the extraction LLM is shown → the original text
     memory_llm.extract = lambda seen: [f"User said: {seen}"] + [  # … and the raw sample it came from
         f"User said verbatim: {raw}" for raw in raw_by_seen.values() if seen[:20] in raw][:1]
-    dropped_before = FACTS_DROPPED.labels("secret")._value.get()
+    dropped_before = metric("memory_proxy_facts_dropped_total", reason="secret")
     for sample in POSITIVE:
         outside.routes["chat"].respond(200, json=completion(f"Noted: {sample['text']}"))
         await client.post(CHAT, json=chat_body(sample["text"]), headers=user_headers(USER_A))
@@ -363,4 +364,4 @@ async def test_no_secret_of_the_corpus_is_stored_or_sent_to_the_memory_llm(
     # a sentence that held a secret never reaches the model (memory.evidence): few samples make a call at
     # all; the raw secret handed back in each of those is dropped whole
     calls = memory_llm.calls("extract")
-    assert calls and FACTS_DROPPED.labels("secret")._value.get() - dropped_before == calls
+    assert calls and metric("memory_proxy_facts_dropped_total", reason="secret") - dropped_before == calls
