@@ -159,13 +159,13 @@ async def test_nul_and_lone_surrogates_reach_the_upstream_as_sent_and_memory_as_
         client: Any, outside: Any, db: Any) -> None:
     """JSON may escape them ("\\u0000", "\\ud800"); PostgreSQL text and UTF-8 cannot hold them."""
     raw = b'{"model": "m", "messages": [{"role": "user", "content": "a\\u0000b\\ud800c\\udfffd"}]}'
-    failed = metric("memory_proxy_jobs_total", event="enqueue_failed")
+    failed = [metric("memory_proxy_jobs_total", event=e) for e in ("rejected", "held")]
     response = await client.post(CHAT, content=raw, headers={**JSON, **user_headers(USER_A)})
     assert response.status_code == 200
     assert outside.routes["chat"].calls.last.request.content == raw
     assert json.loads(outside.routes["embeddings"].calls.last.request.content)["input"] == ["a\ufffdb\ufffdc\ufffdd"]
     assert (await job_payloads(db))[-1]["user_message"] == "a\ufffdb\ufffdc\ufffdd"
-    assert metric("memory_proxy_jobs_total", event="enqueue_failed") == failed
+    assert [metric("memory_proxy_jobs_total", event=e) for e in ("rejected", "held")] == failed
 
 
 async def test_lone_surrogate_survives_injection(client: Any, outside: Any, db: Any) -> None:
