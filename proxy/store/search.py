@@ -173,9 +173,9 @@ async def search(
     """The user's best `limit` candidates for a query (none without `embedding`), and with `tiers` the
     always-on and recent tiers. `mode`: hybrid, vector or text (one arm only); `weights`: (vector, text)
     in the fusion. On an idle connection: one round trip."""
-    query = None if embedding is None else as_vector(embedding)
-    searching = query is not None
-    params = {"q": query if searching else as_vector([0.0]), "user_id": user_id, "model": model,
+    searching = embedding is not None
+    query = as_vector(embedding if embedding is not None else [0.0])
+    params = {"q": query, "user_id": user_id, "model": model,
               "dims": len(query) if searching else -1, "text": text, "with_global": include_global,
               "cold": COLD_START_THRESHOLD, "candidates": SEARCH_CANDIDATES,
               "use_vector": searching and mode != "text", "use_text": searching and mode != "vector" and bool(text),
