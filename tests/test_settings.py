@@ -1,8 +1,21 @@
+import re
+from dataclasses import MISSING, dataclass, fields, is_dataclass
 from pathlib import Path
+from typing import Any
 
+import psycopg
 import pytest
 
-from proxy.settings import SPECS, SettingsError, load_settings, markdown_table
+from proxy.settings import (
+    MEMORY_TYPES,
+    SPECS,
+    Settings,
+    SettingsError,
+    declarations,
+    env,
+    load_settings,
+    markdown_table,
+)
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -52,3 +65,65 @@ def test_json_mode_is_refused_for_mistral() -> None:
     with pytest.raises(SettingsError, match="MEMORY_LLM_MODE='json'"):
         load_settings({"MEMORY_LLM_MODE": "json"})
     assert load_settings({"MEMORY_LLM_MODE": "json", "MEMORY_LLM_PROVIDER": "openai"}).memory_llm.mode == "json"
+
+
+# Values that parse for some variable; each variable must accept one of them that changes a setting.
+SAMPLES = ("2", "0.5", "false", "openai", "text", "json_schema", "debug", "console", "raw", "k" * 40,
+           "http://example.test/v1", "postgresql://example.test/db",
+           "identity=1,preference=2,relationship=3,project=4,context=5,temporary=6")
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda spec: spec.name)
+def test_every_declared_variable_changes_a_setting(spec: Any) -> None:
+    """A variable that is declared (and documented) but never reaches an attribute fails here."""
+    default = load_settings({})
+    for sample in SAMPLES:
+        try:
+            if load_settings({spec.name: sample}) != default:
+                return
+        except SettingsError:
+            continue
+    pytest.fail(f"{spec.name} is declared, but no value of it changes the settings")
+
+
+@dataclass(frozen=True)
+class _FieldWithoutVariable:
+    port: int = env("EXAMPLE_PORT", "8080", "A port.", int)
+    host: str = "127.0.0.1"  # filled by no variable
+
+
+@dataclass(frozen=True)
+class _VariableDeclaredTwice:
+    port: int = env("EXAMPLE_PORT", "8080", "A port.", int)
+    other_port: int = env("EXAMPLE_PORT", "8081", "The same variable, declared again.", int)
+
+
+def test_a_field_without_a_variable_or_a_variable_declared_twice_fails() -> None:
+    """`proxy.settings` runs the same check on `Settings` at import."""
+    with pytest.raises(TypeError, match=r"_FieldWithoutVariable\.host: no environment variable"):
+        declarations(_FieldWithoutVariable)
+    with pytest.raises(TypeError, match="declared more than once: EXAMPLE_PORT"):
+        declarations(_VariableDeclaredTwice)
+    by_field, specs = declarations(Settings)
+    assert specs == SPECS and by_field["server.port"].name == "MEMORY_PROXY_PORT"
+
+
+def test_defaults_in_code_are_the_declared_ones() -> None:
+    """A section built in code (RankingSettings(), MaintenanceSettings(), …) equals the one loaded from an
+    empty environment."""
+    def sections(node: Any) -> list[Any]:
+        nested = [getattr(node, f.name) for f in fields(node) if is_dataclass(getattr(node, f.name))]
+        return [node, *(section for child in nested for section in sections(child))]
+
+    for section in sections(load_settings({})):
+        required = {f.name: getattr(section, f.name) for f in fields(section)
+                    if f.default is MISSING and f.default_factory is MISSING}
+        assert type(section)(**required) == section, type(section).__name__
+
+
+def test_the_database_allows_exactly_the_memory_types(database_url: str) -> None:
+    with psycopg.connect(database_url) as conn:
+        checks = conn.execute("SELECT pg_get_constraintdef(oid) AS check FROM pg_constraint "
+                              "WHERE contype = 'c' AND conrelid = 'vectors'::regclass").fetchall()
+    [check] = [check for (check,) in checks if "memory_type" in check]
+    assert sorted(re.findall(r"'([^']*)'::text", check)) == sorted(MEMORY_TYPES), check

@@ -29,8 +29,8 @@ class ExtractedFact(BaseModel):
     """One new fact about the user."""
 
     fact: str = Field(description='one short sentence that starts with "User"')
-    type: str = Field(default="preference", description="identity, preference, relationship, project, "
-                                                        "context or temporary")
+    type: str = Field(default="preference",
+                      description=f"{', '.join(MEMORY_TYPES[:-1])} or {MEMORY_TYPES[-1]}")
     replaces: int = Field(default=0, description="number of the known fact it changes, 0 for none")
 
     @field_validator("type", mode="before")
