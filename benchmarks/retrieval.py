@@ -265,7 +265,7 @@ def load(uri: str, n: int, seed: int) -> tuple[Dataset, dict[str, float]]:
         half[i] = seen[int(owner[i])] % 2 == 0
     raw = rng.bytes(16 * n)
     ids = [str(uuid.UUID(bytes=raw[16 * i:16 * i + 16], version=4)) for i in range(n)]
-    for i, s in enumerate(MEASURED):
+    for s in MEASURED:
         ds.measured_ids[s] = []
     measured_chunks: dict[int, list[np.ndarray]] = {s: [] for s in MEASURED}
     size_of = {bg_users + i: s for i, s in enumerate(MEASURED)}

@@ -56,7 +56,7 @@ MAX_PAGE_LIMIT = 200
 # ---------------------------------------------------------------- who acts
 
 def _services(request: Request[Any, Any, Any]) -> Services:
-    return request.app.state.services  # type: ignore[no-any-return]
+    return request.app.state.services
 
 
 async def acting_user(

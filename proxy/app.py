@@ -19,9 +19,9 @@ from litestar import Litestar, Request, Response
 from litestar.exceptions import HTTPException
 from psycopg_pool import PoolTimeout
 
+from .api import MANAGE_ROUTES, OPENAPI_CONFIG
 from .auth import KeyChecker, load_api_keys
 from .errors import BadRequest, ProxyError, Unavailable, openai_error
-from .api import MANAGE_ROUTES, OPENAPI_CONFIG
 from .observability import log
 from .request_id import RequestIdMiddleware
 from .routes import ROUTES

@@ -24,7 +24,6 @@ from .auth import read_user_id
 from .classify import TASK_HEADER, TurnKind, classify, latest_user_text, message_text
 from .errors import BadRequest, MemoryUnavailable, UpstreamError, openai_error
 from .inject import has_client_memory, inject_memories, within_budget
-from .redact import redact_strings
 from .memory.retrieve import memories_for_turn as retrieve_turn
 from .observability import (
     ADDED_LATENCY,
@@ -37,6 +36,7 @@ from .observability import (
     log,
 )
 from .outbox import PendingJob
+from .redact import redact_strings
 from .schemas import Memory
 from .services import Services
 from .sse import ReplyTee, reply_text

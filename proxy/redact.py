@@ -54,6 +54,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any, NamedTuple
 
 from detect_secrets.plugins.aws import AWSKeyDetector
@@ -75,8 +76,6 @@ from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
 from detect_secrets.plugins.twilio import TwilioKeyDetector
 
 from .observability import REDACTIONS
-
-__all__ = ["Redaction", "redact", "redact_strings"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +106,7 @@ def _random_key(value: str) -> bool:
     """Mixed case, and broken up as no name is: a third of its characters are capitals, digits or symbols, or
     letters right after one (a random 32-character key: ~20; "getUserAccountSettings2FAEnabled": 7). Hex
     digests have one case; base64 of plain text is not a key."""
-    breaks = sum(not (b.islower() and a.isalpha()) for a, b in zip(value, value[1:]))
+    breaks = sum(not (b.islower() and a.isalpha()) for a, b in pairwise(value))
     if value.lower() == value or value.upper() == value or breaks < len(value) // 3:
         return False
     try:

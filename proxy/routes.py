@@ -30,7 +30,7 @@ async def require_api_key(connection: ASGIConnection[Any, Any, Any, Any], _: Bas
 
 
 def _services(request: Request[Any, Any, Any]) -> Services:
-    return request.app.state.services  # type: ignore[no-any-return]
+    return request.app.state.services
 
 
 @post("/v1/chat/completions", guards=[require_api_key], status_code=200)

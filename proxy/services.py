@@ -12,10 +12,10 @@ import httpx
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
+from .breaker import Breaker
 from .memory.embed import Embedder, build_embedder
 from .memory.llm import MemoryLLM
 from .memory.uses import UseCounts
-from .breaker import Breaker
 from .observability import DATABASE_RESTARTS, log
 from .outbox import Outbox
 from .settings import Settings

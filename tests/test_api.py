@@ -7,12 +7,11 @@ pins, deletes, restores or sees the history of A's memory (404, as for an id tha
 from __future__ import annotations
 
 import json
-from urllib.parse import quote
-
 import time
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import quote
 
 import jwt
 import pytest
@@ -23,7 +22,16 @@ from proxy.memory.content import MAX_MEMORY_BYTES
 from proxy.settings import load_settings
 from proxy.store import jobs, keys, memories
 from proxy.store.database import make_pool
-from tests.conftest import PROXY_KEY, USER_A, USER_B, add_memory, chat_body, make_env, user_headers, vector_for
+from tests.conftest import (
+    PROXY_KEY,
+    USER_A,
+    USER_B,
+    add_memory,
+    chat_body,
+    make_env,
+    user_headers,
+    vector_for,
+)
 
 API = "/api/v1"
 BUN = "User is a software engineer who uses Bun."

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from urllib.parse import quote
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest

@@ -8,7 +8,17 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from proxy.memory.rank import best_fused, frequency, mmr, qualifies, rank, recency, relevance, score, similarities
+from proxy.memory.rank import (
+    best_fused,
+    frequency,
+    mmr,
+    qualifies,
+    rank,
+    recency,
+    relevance,
+    score,
+    similarities,
+)
 from proxy.schemas import Memory, SearchHit
 from proxy.settings import RankingSettings, load_settings
 

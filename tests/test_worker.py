@@ -334,8 +334,8 @@ async def test_no_secret_of_the_corpus_is_stored_or_sent_to_the_memory_llm(
 
     worker.settings = replace(worker.settings, skip_trivial=False)  # every sample reaches extraction
     raw_by_seen: dict[str, str] = {}  # what the extraction LLM is shown → the original text
-    memory_llm.extract = lambda seen: [f"User said: {seen}"] + [  # … and the raw sample it came from
-        f"User said verbatim: {raw}" for raw in raw_by_seen.values() if seen[:20] in raw][:1]
+    memory_llm.extract = lambda seen: [f"User said: {seen}", *[  # … and the raw sample it came from
+        f"User said verbatim: {raw}" for raw in raw_by_seen.values() if seen[:20] in raw][:1]]
     dropped_before = metric("memory_proxy_facts_dropped_total", reason="secret")
     for sample in POSITIVE:
         outside.routes["chat"].respond(200, json=completion(f"Noted: {sample['text']}"))

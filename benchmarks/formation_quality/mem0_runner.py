@@ -185,7 +185,7 @@ def run_user(Memory: Any, user: dict[str, Any], args: argparse.Namespace, workdi
                                      user_id=mem0_user)["results"]
                 seen_ids.update(item["id"] for item in changes)
                 record["events"] = dict(Counter(item.get("event") for item in changes))
-            except Exception as exc:  # a failed add (LLM error, timeout) does not end the user
+            except Exception as exc:  # noqa: BLE001 - a failed add (LLM error, timeout) does not end the user
                 result["errors"].append(f"turn {number}: {exc!r}")
                 record["error"] = repr(exc)
             record = {"seconds": round(time.perf_counter() - started, 3), **meter.snapshot(), **record}
@@ -207,7 +207,7 @@ def run_user(Memory: Any, user: dict[str, Any], args: argparse.Namespace, workdi
                                    for row in memory.history(memory_id) if row["event"] in AUDIT_EVENTS)
         log(f"{len(result['active'])} active, {len(result['injected'])} injected, "
             f"{result['audit_rows']} audit rows")
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - one user's failure is recorded, the run goes on
         result["errors"].append(repr(exc))
         log(f"failed: {exc!r}")
     finally:

@@ -142,7 +142,7 @@ def table(users: list[User], results: list[dict[str, Any]]) -> str:
              "| category | users | pass | facts kept | false memories | poisoned | stale injected "
              "| LLM calls / turn | tokens / turn | s / turn (median) |",
              "|---|---|---|---|---|---|---|---|---|---|"]
-    categories = list(dict.fromkeys(u.category for u in users)) + ["all"]
+    categories = [*dict.fromkeys(u.category for u in users), "all"]
     for category in categories:
         rows = [s[category] for s in summaries]
         first = rows[0]

@@ -103,7 +103,7 @@ ma mes ich du er sie wir ihr und ist sind der die das den dem nicht mit ein eine
 bin yo el los las una y es son con por para mi mis tengo vivo io il lo gli di che per non sono ho mio mia
 eu os um uma ele ela com meu minha ik jij het een niet van mijn ben heb
 """.split())  # noqa: SIM905
-_NEGATION = frozenset("not no never don't doesn't didn't isn't aren't wasn't anymore longer quit stopped".split())
+_NEGATION = frozenset("not no never don't doesn't didn't isn't aren't wasn't anymore longer quit stopped".split())  # noqa: SIM905
 
 
 @dataclass(frozen=True, slots=True)

