@@ -326,7 +326,7 @@ def test_memories_export_and_import_round_trip(env: dict, outside: Any, database
     assert "embedding" not in json.dumps(document)  # text and attributes only: re-embedded on import
     assert main(["memories", "export", "--user", USER_A, "--format", "markdown"]) == 0
     markdown = capsys.readouterr().out
-    assert "- 2026-03-02 (identity, pinned) User lives in Berlin." in markdown
+    assert "- **identity** (pinned): User lives in Berlin. — stated 2026-03-02 10:00 UTC" in markdown
 
     assert main(["memories", "import", str(export), "--user", USER_B]) == 0
     assert "2 memories imported for user-b, 0 already present" in capsys.readouterr().out

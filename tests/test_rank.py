@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 from proxy.memory.rank import (
+    STALE_RECENCY,
     best_fused,
+    decayed_after_days,
     frequency,
     mmr,
     qualifies,
@@ -48,6 +50,14 @@ def hit(memory_id: str = "m", *, said_days_ago: float = 0, memory_type: str = "p
 ])
 def test_recency_halves_every_half_life_of_the_type(case: SearchHit, expected: float) -> None:
     assert recency(case, NOW, HALF_LIVES) == pytest.approx(expected)
+
+
+def test_maintenance_prunes_at_the_age_the_ranking_decays_below_the_floor() -> None:
+    ages = decayed_after_days(HALF_LIVES)
+    assert "identity" not in ages  # never decays, never stale
+    for kind, age in ages.items():
+        assert recency(hit(said_days_ago=age * 0.99, memory_type=kind), NOW, HALF_LIVES) > STALE_RECENCY
+        assert recency(hit(said_days_ago=age * 1.01, memory_type=kind), NOW, HALF_LIVES) < STALE_RECENCY
 
 
 @pytest.mark.parametrize(("uses", "expected"), [(0, 0.0), (10, 0.5), (20, 1.0), (40, 1.0)])

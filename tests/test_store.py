@@ -152,9 +152,10 @@ async def test_a_secret_in_an_audit_reason_is_redacted(db: Any) -> None:
 
 
 async def test_a_pinned_memory_imported_from_an_export_is_pinned_and_audited(db: Any) -> None:
-    from proxy.store.transfer import import_memory, parse_export
+    from proxy.export import read
+    from proxy.store.transfer import import_memory
 
-    _, [memory] = parse_export({"format": "memory-proxy/memories", "version": 1, "memories": [
+    _, [memory] = read({"format": "memory-proxy/memories", "version": 1, "memories": [
         {"content": "User is allergic to penicillin.", "memory_type": "identity", "pinned": True}]})
     memory["stated_at"] = None
     new_id = await import_memory(db, user_id=USER_A, memory=memory, embedding=vector_for(memory["content"]),

@@ -80,8 +80,7 @@ def _memories_list(settings: Settings, args: argparse.Namespace) -> int:
 
     rows = run_with_services(settings, show)
     if args.json:
-        print(json.dumps(transfer.export_document(args.user, rows, datetime.now(UTC))["memories"], indent=2,
-                         ensure_ascii=False))
+        print(json.dumps(rows, indent=2, ensure_ascii=False, default=datetime.isoformat))
         return 0
     for row in rows:
         print(f"{row['id']}  {row['stated_at']:%Y-%m-%d}  {row['memory_type']:<12} "
@@ -91,21 +90,21 @@ def _memories_list(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _memories_export(settings: Settings, args: argparse.Namespace) -> int:
-    from ..store import transfer
+    from .. import export
+    from ..store import manage
 
-    async def read(services: Services) -> list[dict[str, Any]]:
+    async def read(services: Services) -> dict[str, Any]:
         async with services.pool.connection() as conn:
-            return await transfer.active_memories(conn, args.user, with_expired=True)
+            return await manage.export(conn, args.user)
 
-    rows = run_with_services(settings, read)
+    document = export.document(args.user, run_with_services(settings, read), datetime.now(UTC))
     if args.format == "markdown":
-        text = transfer.export_markdown(args.user, rows)
+        text = export.markdown(document)
     else:
-        text = json.dumps(transfer.export_document(args.user, rows, datetime.now(UTC)), indent=2,
-                          ensure_ascii=False) + "\n"
+        text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
-        print(f"{len(rows)} memories of {args.user} written to {args.output}", file=sys.stderr)
+        print(f"{len(document['memories'])} memories of {args.user} written to {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)
     return 0
@@ -115,11 +114,12 @@ IMPORT_EMBED_BATCH = 64
 
 
 def _memories_import(settings: Settings, args: argparse.Namespace) -> int:
+    from .. import export
     from ..memory.document import embedding_text
     from ..store import transfer
 
     try:
-        file_user, items = transfer.parse_export(json.loads(Path(args.file).read_text(encoding="utf-8")))
+        file_user, items = export.read(json.loads(Path(args.file).read_text(encoding="utf-8")))
     except (OSError, ValueError) as exc:
         print(f"error: {args.file}: {exc}", file=sys.stderr)
         return 2
@@ -177,8 +177,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     show.add_argument("--limit", type=int, help="at most N memories, newest statement first (default: all)")
     show.add_argument("--json", action="store_true", help="print a JSON array instead of a table")
     show.set_defaults(run=_memories_list)
-    export = mem_commands.add_parser("export", help="write a user's active memories as JSON (re-importable) "
-                                                    "or Markdown (to read)")
+    export = mem_commands.add_parser("export", help="write everything held for a user as JSON (the API's export, "
+                                                    "re-importable) or Markdown (to read)")
     export.add_argument("--user", required=True, type=user_id_argument, help="the user id")
     export.add_argument("--format", choices=["json", "markdown"], default="json", help="default json")
     export.add_argument("--output", metavar="FILE", help="write to FILE instead of standard output")
@@ -186,6 +186,6 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     importing = mem_commands.add_parser(
         "import", help="import a JSON export: re-embedded with the configured model, dates, types and pins kept; "
                        "memories the user already holds are skipped (idempotent)")
-    importing.add_argument("file", help="a file written by `memories export --format json`")
+    importing.add_argument("file", help="a JSON export (`memories export` or GET /api/v1/export)")
     importing.add_argument("--user", type=user_id_argument, help="import for this user instead of the one named in the file")
     importing.set_defaults(run=_memories_import)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from ..redact import redact
 
 _PLACEHOLDER = re.compile(r"\[REDACTED: (\w+)\]")  # what redact() leaves: text that held a secret before
+_WHITESPACE = re.compile(r"[ \t\n\r\f\v]+")  # PostgreSQL's \s in memory_key()
 UNSTORABLE = re.compile("[\x00\ud800-\udfff]")  # what no PostgreSQL text can hold: NUL, lone surrogates
 
 MAX_MEMORY_BYTES = 2048
@@ -34,6 +35,14 @@ class Content:
         if len(self.text.encode()) > MAX_MEMORY_BYTES:
             return f"the memory text is over {MAX_MEMORY_BYTES} bytes"
         return None
+
+
+def same_text_key(text: str) -> str:
+    """What makes two memories "the same text", as the database's memory_key() (db/migrations/0002) sees it:
+    case, surrounding spaces and trailing or leading "." and "!" aside, runs of ASCII whitespace as one
+    (tests/test_content.py compares the two; lower() may differ for a few letters such as Turkish İ, where
+    the database's unique guard still decides)."""
+    return _WHITESPACE.sub(" ", text.strip(" \t\r\n.!").lower())
 
 
 def memory_content(raw: str) -> Content:

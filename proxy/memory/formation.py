@@ -29,7 +29,7 @@ from ..schemas import FactAttributes, Memory
 from ..settings import FormationSettings
 from ..store import memories, search
 from ..store.scope import user_scope
-from .content import MAX_FACTS_PER_TURN, Content, memory_content
+from .content import MAX_FACTS_PER_TURN, Content, memory_content, same_text_key
 from .document import embedding_text
 from .embed import Embedder, embed_one
 from .evidence import OwnWords, content_stems, forget_target, own_words, supported, words
@@ -144,7 +144,7 @@ def _why_not(content: Content, said: OwnWords, known: list[str], kept: list[str]
         return "not_one_fact"
     if not supported(content.text, said, known):
         return "unsupported"
-    if content.text.lower().rstrip(".!") in {k.lower().rstrip(".!") for k in kept}:
+    if same_text_key(content.text) in {same_text_key(k) for k in kept}:
         return "repeated"
     return "over_cap" if len(kept) >= MAX_FACTS_PER_TURN else None
 

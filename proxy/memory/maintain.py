@@ -16,6 +16,7 @@ from ..observability import log
 from ..settings import MaintenanceSettings
 from ..store import jobs, maintenance, manage
 from ..store.scope import user_scope
+from .rank import decayed_after_days
 
 
 async def maintain_user(pool: AsyncConnectionPool, settings: MaintenanceSettings, user_id: str) -> Counter[str]:
@@ -29,7 +30,7 @@ async def maintain_user(pool: AsyncConnectionPool, settings: MaintenanceSettings
                 conn, user_id=user_id, ids=[older], by=newer, action="merge",
                 reason=f"near-duplicate of a newer memory (cosine > {settings.dedup_similarity:g})")
         old = await maintenance.stale(conn, user_id, after_days=settings.prune_after_days,
-                                      half_lives=settings.half_life_days)
+                                      decayed_after=decayed_after_days(settings.half_life_days))
         counts["pruned"] = await maintenance.retire(conn, user_id=user_id, ids=old, action="prune",
                                                     reason=f"unused for over {settings.prune_after_days:g} days "
                                                            "and decayed below 5 %")

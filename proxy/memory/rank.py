@@ -21,6 +21,7 @@ their binary codes), so no vector is shipped to Python.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -32,6 +33,16 @@ from ..settings import RankingSettings
 
 FREQUENCY_SATURATION = 20  # uses after which frequency counts in full
 MIN_TERM_SHARE = 0.5  # share of the query's words that qualifies a memory below the cosine floor
+
+
+STALE_RECENCY = 0.05  # maintenance prunes an unused memory once its recency fell below this
+
+
+def decayed_after_days(half_life_days: Mapping[str, float | None], floor: float = STALE_RECENCY) -> dict[str, float]:
+    """For each type that decays, the age (days since last use or statement) at which `recency` falls
+    below `floor`: 0.5 ** (age / half_life) < floor ⇔ age > half_life · log2(1 / floor)."""
+    return {kind: half_life * math.log2(1 / floor) for kind, half_life in half_life_days.items()
+            if half_life is not None}
 
 
 def recency(hit: SearchHit, now: datetime, half_life_days: Mapping[str, float | None]) -> float:

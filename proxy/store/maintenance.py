@@ -46,14 +46,14 @@ CROSS JOIN LATERAL (
 WHERE a.user_id = %(user_id)s AND a.superseded_at IS NULL AND NOT a.pinned
 """
 
-# Decaying types only; recency 0.5^(age / half-life) below 5 %, i.e. age > half-life · log2(20).
+# Types that decay only (memory/rank.py's decayed_after_days says after how many days of no use).
 _STALE = """
 SELECT uv.vector_id FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id
 WHERE uv.user_id = %(user_id)s AND uv.superseded_at IS NULL AND NOT uv.pinned
-  AND (%(half_lives)s::jsonb ->> v.memory_type) IS NOT NULL
+  AND (%(decayed)s::jsonb ->> v.memory_type) IS NOT NULL
   AND greatest(uv.last_accessed_at, v.stated_at) < now() - %(after_days)s * interval '1 day'
   AND greatest(uv.last_accessed_at, v.stated_at)
-      < now() - make_interval(secs => (%(half_lives)s::jsonb ->> v.memory_type)::float8 * 86400 * log(2, 20))
+      < now() - (%(decayed)s::jsonb ->> v.memory_type)::float8 * interval '1 day'
 """
 
 
@@ -82,10 +82,12 @@ async def near_duplicates(conn: AsyncConnection[Any], user_id: str, similarity: 
 
 
 async def stale(conn: AsyncConnection[Any], user_id: str, *, after_days: float,
-                half_lives: Mapping[str, float | None]) -> list[str]:
-    days = {kind: value for kind, value in half_lives.items() if value is not None}
+                decayed_after: Mapping[str, float]) -> list[str]:
+    """Active, unpinned memories unused for `after_days` and, per type, for `decayed_after[type]` days
+    (a type missing from it never goes stale)."""
     async with in_user_scope(conn, user_id):
-        cur = await conn.execute(_STALE, {"user_id": user_id, "after_days": after_days, "half_lives": Jsonb(days)})
+        cur = await conn.execute(_STALE, {"user_id": user_id, "after_days": after_days,
+                                          "decayed": Jsonb(dict(decayed_after))})
     return [row[0] for row in await cur.fetchall()]
 
 
