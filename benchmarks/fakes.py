@@ -74,6 +74,19 @@ def memory_llm_answer(body: dict) -> str | None:
     return json.dumps({"facts": [{"fact": f"User said {said}", "type": "preference", "replaces": 0}] if said else []})
 
 
+async def lifespan(receive, send, on_startup=None) -> None:
+    """Answer an ASGI lifespan scope until shutdown, running `on_startup()` before start-up completes."""
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            if on_startup is not None:
+                await on_startup()
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
 class FakeUpstream:
     """The ASGI app. Configuration is fixed at construction; nothing is computed per request beyond
     the reply itself."""
@@ -88,13 +101,7 @@ class FakeUpstream:
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                if message["type"] == "lifespan.startup":
-                    await send({"type": "lifespan.startup.complete"})
-                elif message["type"] == "lifespan.shutdown":
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
+            return await lifespan(receive, send)
         if scope["type"] != "http":
             return
         method, path = scope["method"], scope["path"]

@@ -72,7 +72,8 @@ async def apply_resolutions(conn: AsyncConnection[Any], job: jobs.Job, resolutio
     for r in resolutions:
         entry: dict[str, Any] = {"fact": r.fact, "action": r.action, "target_id": r.target_id, "reason": r.reason}
         if r.action in ("replace", "refine", "forget", "restore") and r.target_id:
-            stated_at = await memories.lock_linked_statement_time(conn, job.user_id, r.target_id)
+            locked = await memories.lock_active_link(conn, job.user_id, r.target_id)
+            stated_at = locked.stated_at if locked else None
             if stated_at is None:
                 entry.update(action="add" if r.action in ("replace", "refine") else "ignore", target_id=None,
                              reason=f"{r.reason} (target already retired)")

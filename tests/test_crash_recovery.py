@@ -54,6 +54,22 @@ async def poll(condition: Any, seconds: float) -> None:
             await asyncio.sleep(0.05)
 
 
+async def restart_until_done(env: dict[str, str], port: int, base: str, database_url: str, llm: FakeMemoryLLM,
+                             done: int) -> tuple[int | None, str]:
+    """Release the hung memory LLM, start a new proxy, wait until `done` jobs are done, stop it (SIGTERM);
+    its exit code and output."""
+    llm.hang.set()
+    llm.hang = None
+    proxy = start_proxy(env, port)
+    try:
+        await wait_ready(base, proxy)
+        await poll(lambda: job_states(database_url) == {"done": done}, 30)
+    finally:
+        proxy.send_signal(signal.SIGTERM)
+        output = proxy.communicate(timeout=30)[0].decode()
+    return proxy.returncode, output
+
+
 async def test_sigkill_with_jobs_queued_and_running(database_url: str, tmp_path: Path,
                                                     fake_outside: tuple[str, FakeMemoryLLM]) -> None:
     fake_url, llm = fake_outside
@@ -78,17 +94,9 @@ async def test_sigkill_with_jobs_queued_and_running(database_url: str, tmp_path:
         first.wait(10)
     assert job_states(database_url) == {"queued": 4, "running": 2}
 
-    llm.hang.set()
-    llm.hang = None
-    second = start_proxy(env, port)
-    try:
-        await wait_ready(base, second)
-        await poll(lambda: job_states(database_url) == {"done": 6}, 30)
-    finally:
-        second.send_signal(signal.SIGTERM)
-        output = second.communicate(timeout=30)[0].decode()
+    returncode, output = await restart_until_done(env, port, base, database_url, llm, done=6)
     # graceful stop (uvicorn re-raises the SIGTERM it handled, hence -15)
-    assert second.returncode in (0, -signal.SIGTERM) and '"event": "stopped"' in output, output
+    assert returncode in (0, -signal.SIGTERM) and '"event": "stopped"' in output, output
 
     with psycopg.connect(database_url) as conn:
         per_user = conn.execute("SELECT user_id, count(*) FROM users_vectors GROUP BY user_id").fetchall()

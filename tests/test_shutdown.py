@@ -15,7 +15,7 @@ import uvicorn
 
 from tests.conftest import BUN, BUN_MSG, PROXY_KEY, embeddings_reply, free_port, wait_ready
 from tests.fake_llm import FakeMemoryLLM, asgi_app
-from tests.test_crash_recovery import job_states, poll, start_proxy
+from tests.test_crash_recovery import job_states, poll, restart_until_done, start_proxy
 
 CHUNKS = 8
 CHUNK_GAP_S = 0.15
@@ -110,15 +110,7 @@ async def test_sigterm_lets_the_stream_finish_releases_jobs_and_a_restart_comple
     # Nothing accepted is lost: the running jobs were released, the last turn's job was written.
     assert job_states(database_url) == {"queued": 3}, output
 
-    llm.hang.set()
-    llm.hang = None
-    again = start_proxy(env, port)
-    try:
-        await wait_ready(base, again)
-        await poll(lambda: job_states(database_url) == {"done": 3}, 30)
-    finally:
-        again.send_signal(signal.SIGTERM)
-        again.communicate(timeout=30)
+    await restart_until_done(env, port, base, database_url, llm, done=3)
 
 
 async def test_a_stream_that_never_ends_is_cut_at_the_shutdown_timeout(

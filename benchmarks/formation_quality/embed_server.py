@@ -33,7 +33,7 @@ from tokenizers import Tokenizer
 
 from proxy.memory.local_embed import DIMENSIONS, MAX_TOKENS, MODEL_NAME, TOKENIZER_PATH, LocalEmbedder
 
-from ..fakes import error_body, free_port, read_body, reply, stop_process, wait_http
+from ..fakes import error_body, free_port, lifespan, read_body, reply, stop_process, wait_http
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -51,14 +51,7 @@ class EmbeddingsApp:
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                if message["type"] == "lifespan.startup":
-                    await self.embedder.warm_up()
-                    await send({"type": "lifespan.startup.complete"})
-                elif message["type"] == "lifespan.shutdown":
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
+            return await lifespan(receive, send, self.embedder.warm_up)
         if scope["type"] != "http":
             return
         method, path = scope["method"], scope["path"]

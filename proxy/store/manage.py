@@ -84,21 +84,16 @@ async def edit_memory(conn: AsyncConnection[Any], user_id: str, vector_id: str, 
     its pin and statement time; the old link is superseded by the new one and audited as `edit`.
     Returns the new id; None when the user has no such active memory. Raises EditConflict."""
     async with user_scope(conn, user_id):
-        cur = await conn.execute(
-            "SELECT v.embedding, v.stated_at, uv.pinned FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id"
-            " WHERE uv.user_id = %s AND uv.vector_id = %s AND uv.superseded_at IS NULL FOR UPDATE OF uv",
-            [user_id, vector_id])
-        row = await cur.fetchone()
-        if row is None:
+        old = await memories.lock_active_link(conn, user_id, vector_id)
+        if old is None:
             return None
-        old_embedding, stated_at, pinned = row
         # Retire the old link first: the new text may differ from the old only in case or spacing
         # (same content_key), and only one active link per key is allowed.
         await conn.execute("UPDATE users_vectors SET superseded_at = now() WHERE user_id = %s AND vector_id = %s",
                            [user_id, vector_id])
         new_id = await memories.add_memory(
-            conn, user_id=user_id, content=content, model=model, stated_at=stated_at, attributes=attributes,
-            embedding=old_embedding.to_numpy() if embedding is None else embedding, pinned=pinned)
+            conn, user_id=user_id, content=content, model=model, stated_at=old.stated_at, attributes=attributes,
+            embedding=old.embedding.to_numpy() if embedding is None else embedding, pinned=old.pinned)
         if new_id is None:
             raise EditConflict("the same text is already another active memory of this user")
         await conn.execute("UPDATE users_vectors SET superseded_by = %s WHERE user_id = %s AND vector_id = %s",

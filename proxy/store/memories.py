@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -214,16 +215,24 @@ async def restore_memory(conn: AsyncConnection[Any], *, user_id: str, vector_id:
     return str(replacement) if replacement else None
 
 
-async def lock_linked_statement_time(conn: AsyncConnection[Any], user_id: str, vector_id: str) -> datetime | None:
-    """When the user's active memory was stated, locking the link until the transaction ends; None if
-    the user no longer holds it (already superseded by another job)."""
+@dataclass(frozen=True, slots=True)
+class LockedLink:
+    """A user's active memory, its link locked until the transaction ends."""
+    embedding: Any  # pgvector Vector
+    stated_at: datetime
+    pinned: bool
+
+
+async def lock_active_link(conn: AsyncConnection[Any], user_id: str, vector_id: str) -> LockedLink | None:
+    """Lock the user's link to an active memory (until the transaction ends) and read it; None if the
+    user no longer holds it (already superseded, e.g. by another job or edit)."""
     async with in_user_scope(conn, user_id):
         cur = await conn.execute(
-            "SELECT v.stated_at FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id"
+            "SELECT v.embedding, v.stated_at, uv.pinned FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id"
             " WHERE uv.user_id = %s AND uv.vector_id = %s AND uv.superseded_at IS NULL FOR UPDATE OF uv",
             [user_id, vector_id])
     row = await cur.fetchone()
-    return row[0] if row else None
+    return LockedLink(*row) if row else None
 
 
 async def count_memories(conn: AsyncConnection[Any], user_id: str) -> int:
