@@ -147,7 +147,7 @@ def seed_memories(server: Server, user_id: str = BENCH_USER, count: int = 1000) 
     import asyncio
 
     from proxy.store.database import make_pool
-    from proxy.store.memories import insert_memory
+    from proxy.store.memories import add_or_find_memory
 
     from .fakes import embed
 
@@ -159,7 +159,7 @@ def seed_memories(server: Server, user_id: str = BENCH_USER, count: int = 1000) 
         conninfo = f"postgresql://postgres:@/postgres?host={server.tmpdir}/postgres"
         async with make_pool(conninfo, 1) as pool, pool.connection() as conn:
             for text in texts:
-                await insert_memory(conn, user_id=user_id, content=text, embedding=embed(text, 1024),
+                await add_or_find_memory(conn, user_id=user_id, content=text, embedding=embed(text, 1024),
                                     model="fake-embed")
 
     asyncio.run(insert())

@@ -151,7 +151,7 @@ async def _embed(services: Services, content: str, stated_at: datetime) -> list[
         raise Unavailable(f"the embedder failed: {exc}") from exc
 
 
-async def _held(services: Services, user_id: str, memory_id: str, *, active: bool = True) -> dict[str, Any]:
+async def _memory_or_404(services: Services, user_id: str, memory_id: str, *, active: bool = True) -> dict[str, Any]:
     async with services.pool.connection() as conn:
         found = await manage.get_memory(conn, user_id, memory_id)
     if found is None or (active and not found["active"]):
@@ -222,7 +222,7 @@ async def search_memories(
 @get("/memories/{memory_id:str}", summary="One memory of the user (active or retired)")
 async def get_memory(request: Request[Any, Any, Any], user_id: NamedDependency[str],
                      memory_id: FromPath[str]) -> dict[str, Any]:
-    return await _held(_services(request), user_id, memory_id, active=False)
+    return await _memory_or_404(_services(request), user_id, memory_id, active=False)
 
 
 @post("/memories", summary="Create a memory (embedded now)")
@@ -235,7 +235,7 @@ async def create_memory(request: Request[Any, Any, Any], user_id: NamedDependenc
         if existing is None:
             stated_at = services.clock()
             embedding = await _embed(services, content, stated_at)
-            existing = await memories.insert_memory(
+            existing = await memories.add_or_find_memory(
                 conn, user_id=user_id, content=content, embedding=embedding, model=services.embedder.model,
                 stated_at=stated_at, metadata={"type": "memory", "source": "api"},
                 attributes=_attributes(services, memory_type, stated_at))
@@ -251,7 +251,7 @@ async def create_memory(request: Request[Any, Any, Any], user_id: NamedDependenc
 async def edit_memory(request: Request[Any, Any, Any], user_id: NamedDependency[str], memory_id: FromPath[str],
                       data: JSONBody[MemoryPatch]) -> dict[str, Any]:
     services = _services(request)
-    old = await _held(services, user_id, memory_id)
+    old = await _memory_or_404(services, user_id, memory_id)
     content = _clean_content(data.content) if data.content is not None else old["content"]
     memory_type = _check_type(data.memory_type) if data.memory_type is not None else old["memory_type"]
     current = memory_id
@@ -271,7 +271,7 @@ async def edit_memory(request: Request[Any, Any, Any], user_id: NamedDependency[
         current = new_id
     if data.pinned is not None:
         await _pin(services, user_id, current, data.pinned)
-    return await _held(services, user_id, current)
+    return await _memory_or_404(services, user_id, current)
 
 
 async def _pin(services: Services, user_id: str, memory_id: str, pinned: bool) -> dict[str, Any]:
@@ -306,7 +306,7 @@ async def delete_memory(request: Request[Any, Any, Any], user_id: NamedDependenc
 async def memory_history(request: Request[Any, Any, Any], user_id: NamedDependency[str],
                          memory_id: FromPath[str]) -> dict[str, Any]:
     services = _services(request)
-    found = await _held(services, user_id, memory_id, active=False)
+    found = await _memory_or_404(services, user_id, memory_id, active=False)
     async with services.pool.connection() as conn:
         return {"memory": found, **await manage.history(conn, user_id, memory_id)}
 
@@ -315,13 +315,13 @@ async def memory_history(request: Request[Any, Any, Any], user_id: NamedDependen
 async def restore_memory(request: Request[Any, Any, Any], user_id: NamedDependency[str],
                          memory_id: FromPath[str]) -> dict[str, Any]:
     services = _services(request)
-    await _held(services, user_id, memory_id, active=False)
+    await _memory_or_404(services, user_id, memory_id, active=False)
     async with services.pool.connection() as conn:
         try:
             replaced = await memories.restore_memory(conn, user_id=user_id, vector_id=memory_id)
         except memories.RestoreConflict as exc:
             raise Conflict(str(exc), param="id") from exc
-    return {"memory": await _held(services, user_id, memory_id), "replaced": replaced}
+    return {"memory": await _memory_or_404(services, user_id, memory_id), "replaced": replaced}
 
 
 @get("/export", summary="Everything held for the user, as JSON or Markdown")
@@ -342,9 +342,9 @@ async def erase_user(request: Request[Any, Any, Any], user_id: NamedDependency[s
                      ) -> dict[str, Any]:
     async with _services(request).pool.connection() as conn:
         if confirm != user_id:
-            held = await manage.held(conn, user_id)
-            raise BadRequest(f"this erases {held['memories']} memories, {held['updates']} history rows and "
-                             f"{held['jobs']} pending jobs of this user for good: repeat with ?confirm=<user id>",
+            counts = await manage.counts(conn, user_id)
+            raise BadRequest(f"this erases {counts['memories']} memories, {counts['updates']} history rows and "
+                             f"{counts['jobs']} pending jobs of this user for good: repeat with ?confirm=<user id>",
                              param="confirm", code="confirmation_required")
         erased = await manage.erase_user(conn, user_id)
     return {"user": user_id, "erased": erased}

@@ -19,11 +19,11 @@ FORMAT = "memory-proxy/memories"
 VERSION = 1
 
 
-def document(user_id: str, held: Mapping[str, Any], exported_at: datetime) -> dict[str, Any]:
+def document(user_id: str, everything: Mapping[str, Any], exported_at: datetime) -> dict[str, Any]:
     """The JSON export of what store.manage.export returned for the user."""
     return {"format": FORMAT, "version": VERSION, "user_id": user_id, "exported_at": exported_at.isoformat(),
-            "memories": _dated(held["memories"]), "history": _dated(held["history"]),
-            "updates": _dated(held["updates"]), "jobs": held["jobs"]}
+            "memories": _dated(everything["memories"]), "history": _dated(everything["history"]),
+            "updates": _dated(everything["updates"]), "jobs": everything["jobs"]}
 
 
 def markdown(export: Mapping[str, Any]) -> str:

@@ -237,9 +237,9 @@ async def live_url(settings: Settings, app_factory: Callable[[Settings], Litesta
 
 async def add_memory(conn: psycopg.AsyncConnection[Any], user_id: str, content: str,
                      model: str = "mistral-embed") -> str:
-    from proxy.store.memories import insert_memory
+    from proxy.store.memories import add_or_find_memory
 
-    return await insert_memory(conn, user_id=user_id, content=content, embedding=vector_for(content), model=model)
+    return await add_or_find_memory(conn, user_id=user_id, content=content, embedding=vector_for(content), model=model)
 
 
 def metric(name: str, **labels: str) -> float:

@@ -146,7 +146,7 @@ async def test_a_standalone_worker_runs_the_scheduled_maintenance(
     fake_url, _ = fake_outside
     text = "User has a cold today."
     async with make_pool(database_url, 1) as pool, pool.connection() as conn:
-        expired = await memories.insert_memory(
+        expired = await memories.add_or_find_memory(
             conn, user_id=USERS[0], content=text, embedding=vector_for(text), model="mistral-embed",
             attributes=FactAttributes(memory_type="temporary", expires_at=datetime.now(UTC) - timedelta(days=1)))
 

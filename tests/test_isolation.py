@@ -67,7 +67,7 @@ async def seed(pool: AsyncConnectionPool, rng: np.random.Generator) -> tuple[dic
             for j in range(int(rng.integers(8, 21))):
                 vector = unit(rng)
                 vectors.append(vector)
-                vector_id = await memories.insert_memory(conn, user_id=user, content=f"{user} fact {j}",
+                vector_id = await memories.add_or_find_memory(conn, user_id=user, content=f"{user} fact {j}",
                                                          embedding=vector, model=MODEL)
                 owned[user].add(vector_id)
                 if j % 10 == 0:  # shared with a few others
@@ -100,7 +100,7 @@ async def test_outside_any_scope_no_user_row_is_visible(pool: AsyncConnectionPoo
 
 async def seed_one(pool: AsyncConnectionPool, user: str, rng: np.random.Generator) -> str:
     async with pool.connection() as conn:
-        return await memories.insert_memory(conn, user_id=user, content=f"{user}'s fact", embedding=unit(rng),
+        return await memories.add_or_find_memory(conn, user_id=user, content=f"{user}'s fact", embedding=unit(rng),
                                             model=MODEL)
 
 

@@ -99,13 +99,13 @@ async def test_the_model_is_loaded_before_the_first_chat_turn(env: dict, app_fac
     turn was relayed without its memory (embedder_timeout). Now the app serves only once it is loaded."""
     from litestar.testing import AsyncTestClient
 
-    from proxy.store.memories import insert_memory
+    from proxy.store.memories import add_or_find_memory
     from tests.conftest import PROXY_KEY, USER_A, chat_body, metric, sent_body, system_text, user_headers
 
     settings = load_settings({**env, "EMBEDDING_PROVIDER": "local", "RETRIEVAL_INJECT_ALL_BELOW": "0"})
     fact = "User keeps bees on the roof of their flat."
     [vector] = await LocalEmbedder().embed([fact])  # another instance: the app's own stays cold until start
-    await insert_memory(db, user_id=USER_A, content=fact, embedding=vector, model=MODEL_NAME)
+    await add_or_find_memory(db, user_id=USER_A, content=fact, embedding=vector, model=MODEL_NAME)
     timeouts = metric("memory_proxy_fail_open_total", reason="embedder_timeout")
     async with AsyncTestClient(app_factory(settings), base_url="http://proxy.test") as client:
         assert client.app.state.services.embedder.loaded  # before any request

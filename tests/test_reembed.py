@@ -13,7 +13,7 @@ from proxy.memory.document import embedding_text
 from proxy.memory.reembed import reembed
 from proxy.services import open_services
 from proxy.settings import Settings
-from proxy.store.memories import insert_global_memory
+from proxy.store.memories import add_global_memory
 from proxy.store.search import neighbours
 from tests.conftest import USER_A, USER_B, add_memory, vector_for
 
@@ -25,7 +25,7 @@ async def _old_memories(db: Any) -> None:
     for user, facts in FACTS.items():
         for fact in facts:
             await add_memory(db, user, fact, model="old-model")
-    await insert_global_memory(db, content="Everyone here works at Acme.", embedding=vector_for("x"),
+    await add_global_memory(db, content="Everyone here works at Acme.", embedding=vector_for("x"),
                                model="old-model")
     await add_memory(db, USER_B, "User likes tea.")  # already of the configured model: left alone
 

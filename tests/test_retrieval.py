@@ -37,7 +37,7 @@ DOG_Q = "What is my dog's name?"
 
 async def typed(db: Any, user: str, content: str, memory_type: str, *, pinned: bool = False,
                 expires_at: datetime | None = None, stated_at: datetime | None = None) -> str:
-    memory_id = await memories.insert_memory(db, user_id=user, content=content, embedding=vector_for(content),
+    memory_id = await memories.add_or_find_memory(db, user_id=user, content=content, embedding=vector_for(content),
                                              model="mistral-embed", stated_at=stated_at,
                                              attributes=FactAttributes(memory_type=memory_type, expires_at=expires_at))
     if pinned:
@@ -169,7 +169,7 @@ async def test_maintenance_expires_merges_and_prunes_into_the_history(db: Any, d
                           expires_at=now - timedelta(hours=1))
     older = await typed(db, USER_A, BUN, "preference", stated_at=now - timedelta(days=3))
     twin_vector = [x + 0.001 for x in vector_for(BUN)]  # cosine > 0.99 to BUN
-    newer = await memories.insert_memory(db, user_id=USER_A, content="User codes with Bun.", embedding=twin_vector,
+    newer = await memories.add_or_find_memory(db, user_id=USER_A, content="User codes with Bun.", embedding=twin_vector,
                                          model="mistral-embed", stated_at=now)
     stale = await typed(db, USER_A, "User is preparing a talk.", "context", stated_at=now - timedelta(days=200))
     pinned_stale = await typed(db, USER_A, "User is writing a book.", "context", pinned=True,

@@ -28,7 +28,7 @@ def basis(*weights: tuple[int, float]) -> list[float]:
 
 
 async def add(db: Any, text: str, vector: list[float], user: str = USER_A) -> str:
-    return await memories.insert_memory(db, user_id=user, content=text, embedding=vector, model=MODEL)
+    return await memories.add_or_find_memory(db, user_id=user, content=text, embedding=vector, model=MODEL)
 
 
 def bm25(tf: int, dl: int, avgdl: float, df: int, n: int) -> float:
@@ -144,7 +144,7 @@ async def test_candidates_carry_their_similarities_to_each_other(db: Any) -> Non
 
 
 async def test_a_turn_reads_both_tiers_and_the_search_on_one_connection(db: Any, database_url: str) -> None:
-    name = await memories.insert_memory(db, user_id=USER_A, content="User's name is Ana.",
+    name = await memories.add_or_find_memory(db, user_id=USER_A, content="User's name is Ana.",
                                         embedding=basis((9, 1.0)), model=MODEL,
                                         attributes=FactAttributes(memory_type="identity"))
     tea = await add(db, "User likes green tea.", basis((0, 1.0)))

@@ -9,7 +9,7 @@ import pytest
 
 from proxy.store.database import migrate, migration_names
 from proxy.store.embedded import BUNDLED_NEEDS, needs_rebuild
-from proxy.store.memories import count_memories, insert_memory, link_vector
+from proxy.store.memories import add_or_find_memory, count_memories, link_vector
 from proxy.store.search import SEARCH_CANDIDATES, neighbours
 from tests.conftest import USER_A, USER_B, add_memory, vector_for
 
@@ -44,7 +44,7 @@ async def test_top_k_limits_results(db: Any) -> None:
 
 async def test_vectors_of_another_model_or_dimension_are_never_compared(db: Any) -> None:
     await add_memory(db, USER_A, "User is a software engineer who uses Bun.", model="other-embed")
-    await insert_memory(db, user_id=USER_A, content="short vector", embedding=[0.1] * 384, model="mistral-embed")
+    await add_or_find_memory(db, user_id=USER_A, content="short vector", embedding=[0.1] * 384, model="mistral-embed")
     assert await search(db, USER_A, min_score=-1.0) == []  # neither mismatched model nor 384-d vector
     assert await count_memories(db, USER_A) == 2
 
@@ -55,7 +55,7 @@ async def insert_random_memories(conn: Any, user: str, n: int, seed: int) -> dic
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     ids = {}
     for i, v in enumerate(vectors):
-        ids[await insert_memory(conn, user_id=user, content=f"fact {i}", embedding=v.tolist(),
+        ids[await add_or_find_memory(conn, user_id=user, content=f"fact {i}", embedding=v.tolist(),
                                 model="mistral-embed")] = v
     return ids
 
@@ -105,7 +105,7 @@ async def test_parallel_inserts_of_the_same_text_leave_one_link(database_url: st
     async with make_pool(database_url, 20) as pool:
         async def insert(text: str) -> str:
             async with pool.connection() as conn:
-                return await insert_memory(conn, user_id=USER_A, content=text, embedding=vector_for(text),
+                return await add_or_find_memory(conn, user_id=USER_A, content=text, embedding=vector_for(text),
                                            model="mistral-embed")
         variants = ["User lives in Berlin.", "user lives in berlin", "  User  lives in Berlin!  "] * 7
         ids = await asyncio.gather(*(insert(v) for v in variants))

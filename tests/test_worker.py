@@ -279,12 +279,12 @@ async def test_a_job_whose_worker_died_is_taken_over_after_its_lease(
 
 async def test_global_memories_reach_users_with_fewer_than_five_of_their_own(client: Any, outside: Any,
                                                                             db: Any) -> None:
-    from proxy.store.memories import insert_global_memory
+    from proxy.store.memories import add_global_memory
     from tests.conftest import vector_for
 
     text = "Everyone on this server works at Acme."
-    global_id = await insert_global_memory(db, content=text, embedding=vector_for(text), model="mistral-embed")
-    assert await insert_global_memory(db, content=text, embedding=vector_for(text), model="mistral-embed") == global_id
+    global_id = await add_global_memory(db, content=text, embedding=vector_for(text), model="mistral-embed")
+    assert await add_global_memory(db, content=text, embedding=vector_for(text), model="mistral-embed") == global_id
     response = await client.post(CHAT, json=chat_body("Where do I work?"), headers=user_headers(USER_A))
     assert response.json()["memories"] == [global_id] and text in system_text(sent_body(outside))
 

