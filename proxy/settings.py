@@ -95,13 +95,13 @@ class Spec:
 
 
 def env(spec: str | Spec, default: str = "", doc: str = "", parse: Callable[[str], Any] = _text, /, *,
-        fallback: Spec | None = None, **field_options: Any) -> Any:
-    """A dataclass field filled from an environment variable, its `Spec` (given, or made of the arguments)
-    in the field's metadata. `field_options` go to `dataclasses.field`: `repr=False` keeps a secret out of
-    every log line, even by accident; a `default` serves code that builds the section itself."""
-    if not isinstance(spec, Spec):
-        spec = Spec(spec, default, doc, parse, fallback)
-    return field(metadata={"env": spec}, **field_options)
+        fallback: Spec | None = None, in_code: bool = False, **field_options: Any) -> Any:
+    """A dataclass field filled from an environment variable, its `Spec` in the field's metadata. `in_code`:
+    a section built in code gets the declared default, parsed (or `default=`, when that is empty);
+    `repr=False` (to `dataclasses.field`) keeps a secret out of every log line."""
+    spec = spec if isinstance(spec, Spec) else Spec(spec, default, doc, parse, fallback)
+    return field(metadata={"env": spec}, **({"default": spec.parse(spec.default)} if in_code else {}),
+                 **field_options)
 
 
 # Variables that fill several fields, declared once here.
@@ -176,19 +176,19 @@ class RankingSettings:
     """How candidates are ordered (memory/rank.py); weights need not sum to 1."""
 
     rrf_k: int = env("RETRIEVAL_RRF_K", "60", "Reciprocal rank fusion constant k: fused = Σ weight/(k + "
-        "rank).", _positive_int, default=60)
+        "rank).", _positive_int, in_code=True)
     text_weight: float = env("RETRIEVAL_TEXT_WEIGHT", "", "Weight of the full-text rank in the fusion (the "
         "vector rank weighs 1). Default: 1, and 4 for `local`, whose small model keywords beat (LoCoMo, "
         "docs/BENCHMARKS.md).", _non_negative_float, default=1.0)
     relevance: float = env("RANK_WEIGHT_RELEVANCE", "0.8", "Weight of relevance (the fused rank score, "
-        "scaled to 0–1) in the final ranking.", _non_negative_float, default=0.8)
+        "scaled to 0–1) in the final ranking.", _non_negative_float, in_code=True)
     recency: float = env("RANK_WEIGHT_RECENCY", "0.15", "Weight of recency: 0.5^(days since last use / the "
         "type's half-life); 1 for pinned memories and types that never decay.", _non_negative_float,
-        default=0.15)
+        in_code=True)
     frequency: float = env("RANK_WEIGHT_FREQUENCY", "0.05", "Weight of use: min(times injected / 20, 1).",
-        _non_negative_float, default=0.05)
+        _non_negative_float, in_code=True)
     mmr_lambda: float = env("RETRIEVAL_MMR_LAMBDA", "0.7", "Maximal marginal relevance: 1 = rank only, lower "
-        "= more diversity (near-identical memories do not crowd the prompt).", _fraction, default=0.7)
+        "= more diversity (near-identical memories do not crowd the prompt).", _fraction, in_code=True)
     half_life_days: Mapping[str, float | None] = env(_HALF_LIFE,
         default_factory=lambda: _days_per_type(DEFAULT_HALF_LIFE_DAYS))
 
@@ -204,13 +204,13 @@ class RetrievalSettings:
         "turn is relayed without memories and counted.", lambda v: _positive_int(v) / 1000)
     mode: str = env("RETRIEVAL_MODE", "hybrid", "`hybrid` (full-text and vector ranks fused by RRF), "
         "`vector` or `text` (for ablations and debugging).", _choice("hybrid", "vector", "text"),
-        default="hybrid")
+        in_code=True)
     inject_all_below: int = env("RETRIEVAL_INJECT_ALL_BELOW", "5", "A user with at most this many memories "
         "gets all of them, newest first, without a search (seed 004); 0: always search.",
-        _rule(int, lambda n: 0 <= n <= 10, "must be 0 to 10"), default=5)
+        _rule(int, lambda n: 0 <= n <= 10, "must be 0 to 10"), in_code=True)
     token_budget: int = env("INJECT_TOKEN_BUDGET", "1000", "Most tokens of memories injected per turn "
         "(always-on tier of pinned and identity memories first, at most half of it, then the query tier).",
-        _positive_int, default=1000)
+        _positive_int, in_code=True)
     ranking: RankingSettings = field(default_factory=RankingSettings)
 
 
@@ -250,7 +250,7 @@ class FormationSettings:
         "long is taken over by another worker (crash recovery).", _positive_float)
     skip_trivial: bool = env("FORMATION_SKIP_TRIVIAL", "true", "Skip formation without any LLM call for "
         "turns that cannot hold a fact about the user (greetings, thanks, short or pronoun-free questions).",
-        _bool, default=True)
+        _bool, in_code=True)
     ttl_days: Mapping[str, float | None] = env("MEMORY_TTL_DAYS", DEFAULT_TTL_DAYS, "Time to live per memory "
         "type in days (`never`); an expired memory is no longer retrieved and is removed by maintenance. "
         "Pinned ones never expire.", _days_per_type,
@@ -266,21 +266,21 @@ class FormationSettings:
 class MaintenanceSettings:
     interval_s: float = env("MAINTENANCE_INTERVAL_SECONDS", "3600", "How often a worker runs maintenance "
         "over all users (expire, merge near-duplicates, prune); 0 turns the schedule off (`memory-proxy "
-        "maintain` still works).", _non_negative_float, default=3600.0)
+        "maintain` still works).", _non_negative_float, in_code=True)
     dedup_similarity: float = env("MAINTENANCE_DEDUP_SIMILARITY", "0.95", "Cosine similarity above which two "
         "memories of a user are merged (the newer statement stays; the other is superseded).", _score,
-        default=0.95)
+        in_code=True)
     prune_after_days: float = env("MAINTENANCE_PRUNE_AFTER_DAYS", "90", "Unpinned memories of a decaying "
         "type that have not been used for this many days and whose recency fell below 5 % are pruned.",
-        _positive_float, default=90.0)
+        _positive_float, in_code=True)
     history_days: float = env("HISTORY_RETENTION_DAYS", "180", "Retired memories (replaced, deleted, "
         "forgotten, expired, pruned) and their audit rows are kept this long for history and restore, then "
-        "deleted by maintenance.", _positive_float, default=180.0)
+        "deleted by maintenance.", _positive_float, in_code=True)
     job_days: float = env("JOB_RETENTION_DAYS", "7", "Done formation jobs (their chat text is already gone) "
-        "are deleted by maintenance after this many days.", _positive_float, default=7.0)
+        "are deleted by maintenance after this many days.", _positive_float, in_code=True)
     dead_job_days: float = env("DEAD_JOB_RETENTION_DAYS", "30", "Dead formation jobs keep the turn's text "
         "for `jobs retry`; they (and jobs the database refused, set aside in the data dir) are deleted after "
-        "this many days.", _positive_float, default=30.0)
+        "this many days.", _positive_float, in_code=True)
     half_life_days: Mapping[str, float | None] = env(_HALF_LIFE,
         default_factory=lambda: _days_per_type(DEFAULT_HALF_LIFE_DAYS))
 
@@ -293,13 +293,13 @@ class LogSettings:
         "development).", _choice("json", "console"))
     user_ids: str = env("LOG_USER_IDS", "hashed", "`hashed`: user ids appear in logs as a 16-hex HMAC-SHA256 "
         "pseudonym (keyed by `LOG_USER_ID_KEY`); `raw`: as they are.", _choice("hashed", "raw"),
-        default="hashed")
+        in_code=True)
     user_id_key: str = env("LOG_USER_ID_KEY", "", "Secret key of the logged user-id pseudonyms. Unset: one "
         "is generated on first start and kept in the data dir, so that nobody can recompute a pseudonym from "
         "a guessable id.", default="", repr=False)
     memory_text: bool = env("LOG_MEMORY_TEXT", "true", "Log the text of facts in `memory_decision` lines. "
         "`false`: only their actions, ids and lengths (logs then hold no memory text, which an erase cannot "
-        "reach).", _bool, default=True)
+        "reach).", _bool, in_code=True)
 
 
 @dataclass(frozen=True)
