@@ -72,7 +72,6 @@ def _dated(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: v.isoformat() if isinstance(v, datetime) else v for k, v in row.items()} for row in rows]
 
 
-def _when(moment: str | datetime | None) -> str:
-    if isinstance(moment, str):
-        moment = datetime.fromisoformat(moment)
-    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC") if moment else "—"
+def _when(moment: str | None) -> str:
+    """An ISO 8601 time of the document, for people."""
+    return datetime.fromisoformat(moment).astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC") if moment else "—"
