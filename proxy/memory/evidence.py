@@ -26,9 +26,8 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
-from functools import lru_cache
 
-import snowballstemmer  # Snowball's English stemmer: PostgreSQL's `english` full-text config uses the same
+from .lexemes import stem
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*", re.UNICODE)
 _SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|\n+")
@@ -142,15 +141,6 @@ class Evidence:
         return cls(frozenset(content_stems(joined, keep_generic=True)), frozenset(words(joined)))
 
 
-_STEMMER = snowballstemmer.stemmer("english")
-
-
-@lru_cache(maxsize=1 << 16)
-def _stem(word: str) -> str:
-    """Snowball's English stem, cached: the pure-Python stemmer costs ~70 µs a word, and words repeat."""
-    return str(_STEMMER.stemWord(word))
-
-
 def _folded(word: str) -> str:
     """Lowercase, accents removed, curly apostrophes straight: "Montréal" and "montreal" are one word."""
     decomposed = unicodedata.normalize("NFKD", word.lower().replace("’", "'"))
@@ -164,7 +154,7 @@ def words(text: str) -> list[str]:
 def content_stems(text: str, *, keep_generic: bool = False) -> list[str]:
     """The stems of the words that carry content (all words when `keep_generic`), possessives dropped."""
     found = [w.removesuffix("'s") for w in words(text)]
-    return [_stem(w) for w in found if keep_generic or (w not in _GENERIC and not w.isdigit())]
+    return [stem(w) for w in found if keep_generic or (w not in _GENERIC and not w.isdigit())]
 
 
 def names(fact: str) -> list[str]:
