@@ -114,14 +114,17 @@ top AS (
 ),
 ranked AS (SELECT row_number() OVER (ORDER BY fused DESC, id) AS pos, * FROM top),
 tiers AS (
-    (SELECT 'always' AS kind, """ + MEMORY_COLUMNS + """ FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id
+    (SELECT 'always' AS kind, """ + MEMORY_COLUMNS + """,
+            row_number() OVER (ORDER BY uv.pinned DESC, v.stated_at DESC, v.id) AS pos
+     FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id
      WHERE %(with_tiers)s AND uv.user_id = %(user_id)s AND uv.superseded_at IS NULL AND """ + LIVE + """
        AND (uv.pinned OR uv.identity)  -- users_vectors_always_on (0007)
-     ORDER BY uv.pinned DESC, v.stated_at DESC LIMIT %(always)s)
+     ORDER BY 8 LIMIT %(always)s)
     UNION ALL
-    (SELECT 'recent', """ + MEMORY_COLUMNS + """ FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id
+    (SELECT 'recent', """ + MEMORY_COLUMNS + """, row_number() OVER (ORDER BY uv.created_at DESC)
+     FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id
      WHERE %(with_tiers)s AND uv.user_id = %(user_id)s AND uv.superseded_at IS NULL AND """ + LIVE + """
-     ORDER BY uv.created_at DESC LIMIT %(recent)s)
+     ORDER BY 8 LIMIT %(recent)s)
 )
 SELECT 'hit', r.id, r.content, r.created_at, r.stated_at, r.memory_type, r."coalesce", r.fused, r.cosine,
        r.matched, (SELECT words FROM query), r.access_count, r.last_accessed_at,
@@ -131,7 +134,7 @@ SELECT 'hit', r.id, r.content, r.created_at, r.stated_at, r.memory_type, r."coal
 FROM ranked r
 UNION ALL
 SELECT kind, id, content, created_at, stated_at, memory_type, "coalesce", NULL, NULL, NULL, NULL, NULL, NULL,
-       NULL, NULL
+       NULL, pos  -- each tier in its own order (pinned first; newest first)
 FROM tiers
 ORDER BY 1, 15
 """
