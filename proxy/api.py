@@ -211,7 +211,8 @@ async def search_memories(
         raise BadRequest("q is empty", param="q")
     try:
         found = await retrieve_memories(pool=services.pool, embedder=services.embedder, user_id=user_id,
-                                        query=q.strip(), settings=replace(services.settings.retrieval, top_k=limit))
+                                        query=q.strip(), settings=replace(services.settings.retrieval, top_k=limit),
+                                        indexes=services.indexes)
     except MemoryUnavailable as exc:
         raise Unavailable(f"search failed ({exc.reason})") from exc
     return {"user": user_id, "data": [

@@ -65,6 +65,13 @@ FAIL_OPEN = Counter(
     "relayed without memory; breaker_open: the database failed repeatedly and is not tried for a while).",
     ["reason"],
 )
+INDEX_LOOKUPS = Counter(
+    "memory_proxy_index_lookups_total",
+    "Searches by where they ran: hit (the user's in-process index), miss (PostgreSQL, while the index "
+    "loads), bypass (PostgreSQL: index off, or its change listener not connected).",
+    ["result"],
+)
+INDEX_USERS = Gauge("memory_proxy_index_users", "Users whose memories this process holds in its search index.")
 
 # ---- memory formation
 MEMORY_LINKS = Gauge(

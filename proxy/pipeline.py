@@ -89,7 +89,8 @@ async def memories_for_turn(services: Services, user_id: str, body: dict[str, An
         if not services.breaker.allow():
             raise MemoryUnavailable("breaker_open", "the database failed repeatedly: not tried for a while")
         found = await retrieve_turn(pool=services.pool, embedder=services.embedder, user_id=user_id,
-                                    query=latest_user_text(messages).strip(), settings=retrieval)
+                                    query=latest_user_text(messages).strip(), settings=retrieval,
+                                    indexes=services.indexes)
         services.breaker.success()
     except MemoryUnavailable as exc:
         if exc.reason.startswith("database_") and exc.reason != "database_not_ready":
@@ -108,6 +109,7 @@ async def memories_for_turn(services: Services, user_id: str, body: dict[str, An
     MEMORIES_INJECTED.observe(len(memories))
     if memories:
         services.uses.add(user_id, [m.id for m in memories])
+        services.indexes.used(user_id, [m.id for m in memories])
     return memories
 
 

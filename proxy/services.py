@@ -14,6 +14,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from .breaker import Breaker
 from .memory.embed import Embedder, build_embedder
+from .memory.index import Indexes
 from .memory.llm import MemoryLLM
 from .memory.uses import UseCounts
 from .observability import DATABASE_RESTARTS, log
@@ -35,6 +36,7 @@ class Services:
     outbox: Outbox
     clock: Callable[[], datetime]  # when a turn or an API-created memory is stated (benchmarks replay days)
     uses: UseCounts  # injections counted for ranking, written in batches
+    indexes: Indexes  # users' memories held between turns, searched without the database
     breaker: Breaker = field(default_factory=Breaker)  # retrieval skips a database that keeps failing
 
 
@@ -131,15 +133,18 @@ async def open_services(settings: Settings, http_client: httpx.AsyncClient | Non
             services = Services(settings=settings, pool=pool, upstream=upstream,
                                 embedder=build_embedder(settings.embedding, clients[0]),
                                 llm=MemoryLLM(settings.memory_llm, clients[0]), ready=ready, outbox=outbox,
-                                clock=clock, uses=UseCounts(pool))
+                                clock=clock, uses=UseCounts(pool),
+                                indexes=Indexes(pool, model=settings.embedding.model,
+                                                budget_bytes=settings.retrieval.index_mb << 20))
             outbox_task = asyncio.create_task(outbox.run(stop_outbox))
             uses_task = asyncio.create_task(services.uses.run(stop_outbox))
+            index_task = asyncio.create_task(services.indexes.run(conninfo, stop_outbox))
             await services.embedder.warm_up()  # before serving: the first turn retrieves within its budget
             try:
                 yield services
             finally:
                 stop_outbox.set()
-                await asyncio.gather(outbox_task, uses_task)
+                await asyncio.gather(outbox_task, uses_task, index_task)
                 if schema:
                     schema.cancel()
                     with suppress(asyncio.CancelledError):

@@ -29,7 +29,6 @@ def _rule(convert: Callable[[str], Any], ok: Callable[[Any], Any], message: str)
         if not ok(converted):
             raise ValueError(message)
         return converted
-
     return parse
 
 
@@ -84,8 +83,7 @@ def _days_per_type(value: str) -> dict[str, float | None]:
 
 @dataclass(frozen=True, eq=False)  # a declaration: equal only to itself
 class Spec:
-    """One environment variable: its default ('' = unset), what it means, how it is parsed, and the
-    variable whose value it takes when it is unset and has no default."""
+    """One environment variable: its default ('' = unset), meaning, parser, and the variable it falls back to."""
 
     name: str
     default: str
@@ -208,6 +206,8 @@ class RetrievalSettings:
     inject_all_below: int = env("RETRIEVAL_INJECT_ALL_BELOW", "5", "A user with at most this many memories "
         "gets all of them, newest first, without a search (seed 004); 0: always search.",
         _rule(int, lambda n: 0 <= n <= 10, "must be 0 to 10"), in_code=True)
+    index_mb: int = env("RETRIEVAL_INDEX_MB", "256", "MB of users' memories held between turns, searched without "
+        "the database (least recently used dropped first); 0: PostgreSQL every turn.", _rule(int, lambda n: n >= 0, "must be 0 or more"), in_code=True)
     token_budget: int = env("INJECT_TOKEN_BUDGET", "1000", "Most tokens of memories injected per turn "
         "(always-on tier of pinned and identity memories first, at most half of it, then the query tier).",
         _positive_int, in_code=True)

@@ -220,6 +220,22 @@ async def client(settings: Settings, app_factory: Callable[[Settings], Litestar]
 
 
 @pytest.fixture
+async def proxy(env: dict, app_factory: Any) -> Any:
+    """A client whose env can be changed before first use: `await proxy(**overrides)`."""
+    opened: list[Any] = []
+
+    async def start(**overrides: str) -> Any:
+        client = AsyncTestClient(app_factory(load_settings({**env, **overrides})), base_url="http://proxy.test")
+        opened.append(await client.__aenter__())
+        client.headers["authorization"] = f"Bearer {PROXY_KEY}"
+        return client
+
+    yield start
+    for client in opened:
+        await client.__aexit__(None, None, None)
+
+
+@pytest.fixture
 async def live_url(settings: Settings, app_factory: Callable[[Settings], Litestar]) -> AsyncIterator[str]:
     """The app served by a real uvicorn on a free loopback port, for streaming and disconnect tests."""
     config = uvicorn.Config(app_factory(settings), host="127.0.0.1", port=0, log_level="warning",

@@ -8,7 +8,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from litestar.testing import AsyncTestClient
 
 from proxy.memory.maintain import maintain
 from proxy.schemas import FactAttributes
@@ -18,7 +17,6 @@ from tests.conftest import (
     BERLIN,
     BUN,
     CHAT,
-    PROXY_KEY,
     RUNTIME_Q,
     USER_A,
     USER_B,
@@ -49,22 +47,6 @@ async def typed(db: Any, user: str, content: str, memory_type: str, *, pinned: b
 async def fillers(db: Any, user: str, n: int = 6) -> None:
     for i in range(n):
         await add_memory(db, user, f"User filler fact number {i} about nothing.")
-
-
-@pytest.fixture
-async def proxy(env: dict, app_factory: Any) -> Any:
-    """A client whose env can be changed before first use: `await proxy(**overrides)`."""
-    opened: list[Any] = []
-
-    async def start(**overrides: str) -> Any:
-        client = AsyncTestClient(app_factory(load_settings({**env, **overrides})), base_url="http://proxy.test")
-        opened.append(await client.__aenter__())
-        client.headers["authorization"] = f"Bearer {PROXY_KEY}"
-        return client
-
-    yield start
-    for client in opened:
-        await client.__aexit__(None, None, None)
 
 
 async def test_full_text_finds_what_the_embedding_misses(proxy: Any, outside: Any, db: Any) -> None:

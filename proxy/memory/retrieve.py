@@ -7,9 +7,10 @@
   user has five or fewer memories, all of them, newest first (no search can beat "all"; seed 004); when
   the embedder fails or is slow, the most recent memories instead (seed 004's fallback).
 
-The query is embedded first, then one statement reads both tiers and the search candidates (it used to
-be two statements on two connections, the tiers read beside the embedding: one round trip and one
-transaction less per turn cost less CPU than the overlap saved time).
+The query is embedded first, then both tiers and the search candidates are read at once: from the user's
+in-process index when this process holds it (memory/index.py: no database work), else by one statement
+in PostgreSQL (store/search.py; it used to be two statements on two connections, the tiers read beside
+the embedding: one round trip and one transaction less per turn cost less CPU than the overlap saved time).
 
 `retrieve_memories` raises only `MemoryUnavailable`, whose reason names the phase that failed and how
 (`embedder_error`, `embedder_timeout`, `database_error`, `database_timeout`); `memories_for_turn`
@@ -24,7 +25,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import psycopg
 import psycopg_pool
@@ -36,6 +37,7 @@ from ..settings import RetrievalSettings
 from ..store import search
 from .embed import Embedder, embed_one
 from .heuristics import contentless
+from .index import Indexes
 from .rank import rank
 
 EMBED_SHARE = 0.7  # share of the time budget the embedder may use, so that the fallback still has time
@@ -76,18 +78,18 @@ async def _in_database(pool: psycopg_pool.AsyncConnectionPool, budget_s: float,
 
 
 async def retrieve_memories(*, pool: psycopg_pool.AsyncConnectionPool, embedder: Embedder, user_id: str,
-                            query: str, settings: RetrievalSettings,
-                            vector: list[float] | None = None) -> list[Memory]:
+                            query: str, settings: RetrievalSettings, vector: list[float] | None = None,
+                            indexes: Indexes | None = None) -> list[Memory]:
     """The query tier: the user's best memories for `query`, ranked (the search API and benchmarks)."""
     if vector is None:
         async with _phase("embedder", settings.timeout_s):
             vector = await embed_one(embedder, query)
-    found = await _search(pool, embedder, user_id, query, vector, settings, tiers=False)
+    found = await _search(pool, indexes, embedder, user_id, query, vector, settings, tiers=False)
     return _ranked(found, settings)
 
 
 async def memories_for_turn(*, pool: psycopg_pool.AsyncConnectionPool, embedder: Embedder, user_id: str,
-                            query: str, settings: RetrievalSettings) -> TurnMemories:
+                            query: str, settings: RetrievalSettings, indexes: Indexes | None = None) -> TurnMemories:
     """Both tiers for a chat turn (see the module docstring), within RETRIEVAL_TIMEOUT_MS."""
     started = time.perf_counter()
     try:
@@ -99,9 +101,10 @@ async def memories_for_turn(*, pool: psycopg_pool.AsyncConnectionPool, embedder:
             except MemoryUnavailable as exc:  # no search possible: the most recent memories instead
                 FAIL_OPEN.labels(exc.reason).inc()
                 log.warning("retrieval_fallback_recent", reason=exc.reason, error=str(exc))
-                found = await _search(pool, embedder, user_id, query, None, settings, tiers=True, started=started)
+                found = await _search(pool, indexes, embedder, user_id, query, None, settings, tiers=True,
+                                      started=started)
                 return TurnMemories(found.always_on, found.recent)
-        found = await _search(pool, embedder, user_id, query, vector, settings, tiers=True, started=started)
+        found = await _search(pool, indexes, embedder, user_id, query, vector, settings, tiers=True, started=started)
         if vector is None:
             return TurnMemories(found.always_on, [])
         ranked = _ranked(found, settings)
@@ -112,14 +115,18 @@ async def memories_for_turn(*, pool: psycopg_pool.AsyncConnectionPool, embedder:
         RETRIEVAL_LATENCY.observe(time.perf_counter() - started)
 
 
-async def _search(pool: psycopg_pool.AsyncConnectionPool, embedder: Embedder, user_id: str, query: str,
-                  vector: list[float] | None, settings: RetrievalSettings, *, tiers: bool,
-                  started: float | None = None) -> search.Found:
+async def _search(pool: psycopg_pool.AsyncConnectionPool, indexes: Indexes | None, embedder: Embedder,
+                  user_id: str, query: str, vector: list[float] | None, settings: RetrievalSettings, *,
+                  tiers: bool, started: float | None = None) -> search.Found:
+    """In the user's in-process index when it is held (memory/index.py), else in PostgreSQL."""
+    options: dict[str, Any] = {"limit": settings.top_k * CANDIDATES_PER_RESULT, "mode": settings.mode,
+               "rrf_k": settings.ranking.rrf_k, "weights": (1.0, settings.ranking.text_weight), "tiers": tiers}
+    index = indexes.get(user_id) if indexes is not None else None
+    if index is not None:
+        return index.search(vector, query, now=datetime.now(UTC), **options)
     budget = settings.timeout_s if started is None else _left(started, settings.timeout_s)
     return await _in_database(pool, budget, lambda conn: search.search(
-        conn, user_id=user_id, model=embedder.model, embedding=vector, text=query,
-        limit=settings.top_k * CANDIDATES_PER_RESULT, mode=settings.mode, rrf_k=settings.ranking.rrf_k,
-        weights=(1.0, settings.ranking.text_weight), tiers=tiers))
+        conn, user_id=user_id, model=embedder.model, embedding=vector, text=query, **options))
 
 
 def _ranked(found: search.Found, settings: RetrievalSettings) -> list[Memory]:

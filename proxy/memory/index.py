@@ -1,0 +1,297 @@
+"""A user's memories held in the proxy between turns, so that a chat turn searches without the database.
+
+PostgreSQL stays the source of truth. The first turn of a user is searched there (store/search.py) while
+the user's active memories are read whole in the background (store/snapshot.py) into a `UserIndex`:
+vectors as a float32 matrix, words as per-word postings, and what ranking and the tiers read. Later turns
+search it in memory, with the same rules as the SQL statement (tests/test_index.py runs both on one
+user): exact cosine over all the user's vectors (the SQL's binary codes only pick whom to re-rank), BM25
+over the user's own words with words most memories hold dropped, weighted reciprocal rank fusion, and
+the candidates' similarities to each other for MMR (exact cosines instead of the SQL's code estimates).
+
+Staying true to the database:
+- every change to a user's memories notifies `memory_changed` with md5(user id) at commit (0008), and the
+  listener (`Indexes.run`, one connection per process) drops that user's index: the next turn reads the
+  database again. A change is therefore seen as soon as its notification arrives (a turn already running
+  may still use the older memories, as a turn that started before the commit would in SQL);
+- while the listener is not connected (starting, database down), no index is used at all, and every
+  index is dropped when it (re)connects: a notification missed is an index never trusted;
+- a read that a notification overtook is thrown away (a generation per user), never stored;
+- expiry is checked at search time; use counts are the database's at load plus this process's own
+  (`used`), since the per-second use-count writes do not notify.
+Memory is bounded: RETRIEVAL_INDEX_MB for all users, least recently searched dropped first; a user
+bigger than an eighth of it, or over MAX_MEMORIES, is always searched in SQL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections import OrderedDict
+from collections.abc import Sequence
+from contextlib import suppress
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import psycopg
+import psycopg_pool
+
+from ..observability import INDEX_LOOKUPS, INDEX_USERS, log
+from ..schemas import Memory, SearchHit
+from ..store import snapshot
+from ..store.search import (
+    ALWAYS_ON_LIMIT,
+    BM25_B,
+    BM25_K1,
+    COLD_START_THRESHOLD,
+    COMMON_TERM_SHARE,
+    RECENT_LIMIT,
+    Found,
+)
+from .lexemes import query_lexemes
+
+MAX_MEMORIES = 50_000  # users with more are searched in SQL (a load would take seconds)
+ROW_OVERHEAD_BYTES = 600  # per memory beside its vector: text, postings, Python objects (approximate)
+LOAD_TIMEOUT_S = 30.0
+CONCURRENT_LOADS = 2
+LISTEN_RETRY_MAX_S = 30.0
+# A listener over TCP that never hears anything cannot tell a quiet database from a dead link: keepalives
+# make a dead link an error within ~25 s (ignored on the embedded database's unix socket).
+LISTENER_OPTIONS: dict[str, Any] = {"connect_timeout": 10, "keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5,
+                    "keepalives_count": 3}
+_NEVER = math.inf
+
+
+@dataclass(frozen=True, slots=True)
+class UserIndex:
+    """One user's active memories, by vector id (the SQL's tie order), ready to search."""
+
+    memories: list[Memory]
+    vectors: np.ndarray  # (n, dims) float32, unit length; zero rows for another model or dimension
+    has_vector: np.ndarray  # bool (n,)
+    always_on: np.ndarray  # bool (n,): pinned or identity
+    pinned: np.ndarray  # bool (n,)
+    expires: np.ndarray  # float64 (n,): POSIX time, inf for never
+    recent_order: np.ndarray  # indexes, newest link first
+    always_order: np.ndarray  # indexes, pinned first, then newest statement first
+    postings: dict[str, tuple[np.ndarray, np.ndarray]]  # lexeme → (indexes, tf)
+    dl: np.ndarray  # float64 (n,): distinct words of each memory
+    access_count: np.ndarray  # int64 (n,), this process's uses added
+    last_accessed: list[datetime | None]
+    position: dict[str, int] = field(repr=False)  # vector id → index
+    nbytes: int = 0
+
+    @classmethod
+    def of(cls, rows: Sequence[snapshot.LinkRow], model: str) -> UserIndex:
+        n = len(rows)
+        dims = max((len(r.embedding) for r in rows if r.embedding_model == model), default=0)
+        has_vector = np.array([r.embedding_model == model and len(r.embedding) == dims for r in rows], dtype=bool)
+        vectors = np.zeros((n, dims), dtype=np.float32)
+        if has_vector.any():
+            vectors[has_vector] = np.stack([r.embedding for r, ok in zip(rows, has_vector, strict=True) if ok])
+        norms = np.linalg.norm(vectors, axis=1)
+        has_vector &= norms > 0
+        vectors[has_vector] /= norms[has_vector, None]
+        postings: dict[str, tuple[list[int], list[int]]] = {}
+        for i, r in enumerate(rows):
+            for lexeme, tf in r.terms.items():
+                entry = postings.setdefault(lexeme, ([], []))
+                entry[0].append(i)
+                entry[1].append(tf)
+        pinned = np.array([r.pinned for r in rows], dtype=bool)
+        stated = np.array([r.stated_at.timestamp() for r in rows])
+        linked = np.array([r.linked_at.timestamp() for r in rows])
+        return cls(
+            memories=[Memory(id=r.id, content=r.content, created_at=r.created_at, stated_at=r.stated_at,
+                             memory_type=r.memory_type, pinned=r.pinned) for r in rows],
+            vectors=vectors, has_vector=has_vector, pinned=pinned,
+            always_on=pinned | np.array([r.identity for r in rows], dtype=bool),
+            expires=np.array([r.expires_at.timestamp() if r.expires_at else _NEVER for r in rows]),
+            recent_order=np.lexsort((np.arange(n), -linked)) if n else np.zeros(0, dtype=np.int64),
+            always_order=np.lexsort((np.arange(n), -stated, ~pinned)) if n else np.zeros(0, dtype=np.int64),
+            postings={w: (np.array(ix, dtype=np.int64), np.array(tf, dtype=np.float64))
+                      for w, (ix, tf) in postings.items()},
+            dl=np.array([len(r.terms) for r in rows], dtype=np.float64),
+            access_count=np.array([r.access_count for r in rows], dtype=np.int64),
+            last_accessed=[r.last_accessed_at for r in rows],
+            position={r.id: i for i, r in enumerate(rows)},
+            nbytes=vectors.nbytes + n * ROW_OVERHEAD_BYTES)
+
+    def search(self, embedding: Sequence[float] | None, text: str, *, limit: int, mode: str, rrf_k: int,
+               weights: tuple[float, float], tiers: bool, now: datetime) -> Found:
+        """What store.search.search returns for this user (see the module docstring for the differences)."""
+        live = self.pinned | (self.expires > now.timestamp())
+        found = Found()
+        if tiers:
+            always = self.always_order[(self.always_on & live)[self.always_order]][:ALWAYS_ON_LIMIT]
+            found.always_on.extend(self.memories[i] for i in always)
+            found.recent.extend(self.memories[i] for i in self.recent_order[live[self.recent_order]][:RECENT_LIMIT])
+        if embedding is None or not self.memories:
+            return found
+        n = max(limit, 50)
+        query = np.asarray(embedding, dtype=np.float32)
+        norm = float(np.linalg.norm(query))
+        cosine = np.full(len(self.memories), -1.0)
+        if len(query) == self.vectors.shape[1] and norm > 0:
+            cosine = np.where(self.has_vector, self.vectors @ (query / norm), -1.0)
+        fused = np.zeros(len(self.memories))
+        if mode != "text":
+            fused += _rrf(np.where(self.has_vector & live, cosine, -np.inf), n, weights[0], rrf_k)
+        words = query_lexemes(text) if text else []
+        bm25, matched = self._bm25(words if mode != "vector" else [])
+        if mode != "vector":
+            fused += _rrf(np.where(live & (matched > 0), bm25, -np.inf), n, weights[1], rrf_k)
+        top = _best(np.where(fused > 0, fused, -np.inf), limit)
+        similar = np.where(self.has_vector[top][:, None] & self.has_vector[top][None, :],
+                           self.vectors[top] @ self.vectors[top].T, 0.0)
+        found.hits.extend(
+            SearchHit(memory=self.memories[i], fused=float(fused[i]), cosine=float(cosine[i]),
+                      matched_terms=int(matched[i]), query_terms=len(words),
+                      access_count=int(self.access_count[i]), last_accessed_at=self.last_accessed[i],
+                      similar=tuple(similar[row].tolist()))
+            for row, i in enumerate(top))
+        return found
+
+    def used(self, memory_ids: Sequence[str], at: datetime) -> None:
+        """Count one use of each memory (what memory/uses.py writes to the database in its next batch)."""
+        for memory_id in memory_ids:
+            i = self.position.get(memory_id)
+            if i is not None:
+                self.access_count[i] += 1
+                self.last_accessed[i] = at
+
+    def _bm25(self, words: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """BM25 of every memory for the query's words (store/search.py's formula), and the words it holds."""
+        total, matched = np.zeros(len(self.memories)), np.zeros(len(self.memories), dtype=np.int64)
+        n = len(self.memories)
+        avgdl = float(self.dl.mean()) or 1.0
+        for word in words:
+            posted = self.postings.get(word)
+            if posted is None or len(posted[0]) > max(COMMON_TERM_SHARE * n, 1):
+                continue
+            ix, tf = posted
+            idf = math.log(1 + (n - len(ix) + 0.5) / (len(ix) + 0.5))
+            total[ix] += idf * tf * (BM25_K1 + 1) / (tf + BM25_K1 * (1 - BM25_B + BM25_B * self.dl[ix] / avgdl))
+            matched[ix] += 1
+        return total, matched
+
+
+def _rrf(scores: np.ndarray, n: int, weight: float, rrf_k: int) -> np.ndarray:
+    """weight / (k + rank) for the `n` best scores (-inf: not in this arm), 0 for the rest."""
+    contribution = np.zeros(len(scores))
+    ranked = _best(scores, n)
+    contribution[ranked] = weight / (rrf_k + np.arange(1, len(ranked) + 1))
+    return contribution
+
+
+def _best(scores: np.ndarray, n: int) -> np.ndarray:
+    """Indexes of the `n` highest finite scores, best first, ties by position (vector id order)."""
+    order = np.argsort(-scores, kind="stable")[:max(n, 0)]
+    return order[np.isfinite(scores[order])]
+
+
+class Indexes:
+    """The per-user indexes of one process: bounded, loaded in the background, kept true by LISTEN."""
+
+    def __init__(self, pool: psycopg_pool.AsyncConnectionPool, *, model: str, budget_bytes: int) -> None:
+        self._pool, self._model, self._budget = pool, model, budget_bytes
+        self._held: OrderedDict[str, tuple[str, UserIndex]] = OrderedDict()  # user key → (user id, index)
+        self._generation: dict[str, int] = {}  # user key → notifications seen (a load compares before storing)
+        self._loading: dict[str, asyncio.Task[None]] = {}
+        self._loads = asyncio.Semaphore(CONCURRENT_LOADS)
+        self.listening = False
+
+    def get(self, user_id: str) -> UserIndex | None:
+        """The user's index, or None (then search in SQL; a load starts in the background if none runs)."""
+        if not self.listening or self._budget <= 0:
+            INDEX_LOOKUPS.labels("bypass").inc()
+            return None
+        key = snapshot.user_key(user_id)
+        held = self._held.get(key)
+        if held is not None and held[0] == user_id:
+            self._held.move_to_end(key)
+            INDEX_LOOKUPS.labels("hit").inc()
+            return held[1]
+        INDEX_LOOKUPS.labels("miss").inc()
+        if key not in self._loading:  # its generation now: a change heard from here on makes the read stale
+            self._loading[key] = asyncio.create_task(self._load(user_id, key, self._generation.setdefault(key, 0)))
+        return None
+
+    async def ready(self, user_id: str) -> UserIndex | None:
+        """The user's index, waiting for a load (tests and benchmarks; a turn never waits)."""
+        index = self.get(user_id)
+        task = self._loading.get(snapshot.user_key(user_id))
+        if index is None and task is not None:
+            await asyncio.shield(task)
+            held = self._held.get(snapshot.user_key(user_id))
+            return held[1] if held and held[0] == user_id else None
+        return index
+
+    def used(self, user_id: str, memory_ids: Sequence[str]) -> None:
+        """Count a turn's injections in the user's index too (memory/uses.py writes them to the database)."""
+        held = self._held.get(snapshot.user_key(user_id))
+        if held is not None and held[0] == user_id:
+            held[1].used(memory_ids, datetime.now(UTC))
+
+    def changed(self, key: str) -> None:
+        """A user's memories changed (their md5 key): drop their index, and any load in flight is stale."""
+        self._generation[key] = self._generation.get(key, 0) + 1
+        self._held.pop(key, None)
+        INDEX_USERS.set(len(self._held))
+
+    def drop_all(self) -> None:
+        self._generation = {key: count + 1 for key, count in self._generation.items()}
+        self._held.clear()
+        INDEX_USERS.set(0)
+
+    async def _load(self, user_id: str, key: str, generation: int) -> None:
+        try:
+            async with self._loads, asyncio.timeout(LOAD_TIMEOUT_S), self._pool.connection() as conn:
+                rows = await snapshot.read_user(conn, user_id, MAX_MEMORIES)
+            if rows is None or len(rows) < COLD_START_THRESHOLD:  # big: SQL; small: global memories too
+                return
+            index = await asyncio.to_thread(UserIndex.of, rows, self._model)
+            if self._generation.get(key) != generation or not self.listening or index.nbytes > self._budget / 8:
+                return
+            self._held[key] = (user_id, index)
+            while sum(held.nbytes for _, held in self._held.values()) > self._budget:
+                self._held.popitem(last=False)
+            INDEX_USERS.set(len(self._held))
+        except (psycopg.Error, psycopg_pool.PoolTimeout, OSError, TimeoutError) as exc:
+            log.warning("memory_index_load_failed", error=f"{type(exc).__name__}: {exc}"[:300])
+        except Exception:  # noqa: BLE001 - a bug here must not break chat: the user is searched in SQL
+            log.exception("memory_index_load_failed")
+        finally:
+            self._loading.pop(key, None)
+
+    async def run(self, conninfo: str, stop: asyncio.Event) -> None:
+        """Listen for changes until `stop`; reconnect with backoff, trusting no index while disconnected."""
+        delay = 1.0
+        while not stop.is_set():
+            try:
+                async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True, **LISTENER_OPTIONS) as conn:
+                    listen = asyncio.create_task(self._listen(conn))
+                    halt = asyncio.create_task(stop.wait())
+                    await asyncio.wait([listen, halt], return_when=asyncio.FIRST_COMPLETED)
+                    halt.cancel()
+                    listen.cancel()
+                    with suppress(asyncio.CancelledError):
+                        await listen  # its error, if any, is raised here
+                    delay = 1.0
+            except (psycopg.Error, OSError) as exc:
+                log.warning("memory_index_listener_lost", error=f"{type(exc).__name__}: {exc}"[:300], retry_in_s=delay)
+            finally:
+                self.listening = False
+                self.drop_all()
+            if not stop.is_set():
+                with suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), delay)
+                delay = min(delay * 2, LISTEN_RETRY_MAX_S)
+
+    async def _listen(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        await snapshot.listen(conn)
+        self.drop_all()  # whatever changed before LISTEN was not heard: start from the database again
+        self.listening = True
+        async for key in snapshot.changes(conn):
+            self.changed(key)

@@ -1,0 +1,252 @@
+"""memory/index.py: the in-process index finds what the SQL search finds, and stays true to the database
+(dropped on every change it is told of, never trusted while it cannot hear, bounded in memory)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import psycopg
+import pytest
+
+from proxy.memory import index as index_module
+from proxy.memory.index import Indexes, UserIndex
+from proxy.store import memories, search, snapshot
+from proxy.store.database import make_pool
+from tests.conftest import BUN, CHAT, RUNTIME_Q, USER_A, USER_B, add_memory, chat_body, metric, user_headers
+from tests.test_retrieval import fillers
+from tests.test_search import MODEL, add, basis
+
+WORDS = ["parrot", "garden", "coffee", "rust", "berlin", "violin", "marathon", "sushi"]
+
+
+async def seed(db: Any, user: str = USER_A, count: int = 24) -> list[str]:
+    """`count` memories sharing words in overlapping pairs, with vectors spread over a few directions."""
+    ids = []
+    for i in range(count):
+        text = f"User likes {WORDS[i % 8]} and {WORDS[(i * 3 + 1) % 8]}, note {i}."
+        ids.append(await add(db, text, basis((i % 5, 1.0), (10 + i, 0.3 + 0.05 * (i % 4))), user))
+    return ids
+
+
+async def until(check: Callable[[], Awaitable[bool] | bool], seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    while True:
+        result = check()
+        if await result if isinstance(result, Awaitable) else result:
+            return
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.01)
+
+
+async def heard_so_far(database_url: str, indexes: Indexes) -> None:
+    """Wait until the listener heard every change committed so far (notifications come in commit order),
+    so that a load started next is not thrown away for a change made while arranging the test."""
+    barrier = f"barrier-{time.monotonic_ns()}"
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        await conn.execute("SELECT pg_notify('memory_changed', %s)", [barrier])
+    await until(lambda: barrier in indexes._generation)
+
+
+@pytest.fixture
+async def indexes(database_url: str) -> AsyncIterator[Indexes]:
+    """Indexes listening to the test's database, on a pool bound by row-level security as the app's."""
+    async with make_pool(database_url, 2) as pool:
+        held = Indexes(pool, model=MODEL, budget_bytes=64 << 20)
+        stop = asyncio.Event()
+        task = asyncio.create_task(held.run(database_url, stop))
+        await until(lambda: held.listening)
+        yield held
+        stop.set()
+        await task
+
+
+QUERIES = [("what about my parrot and the violin?", (0, 1.0)), ("coffee in berlin", (3, 0.8)),
+           ("sushi", (2, 0.5)), ("nothing matches this", (4, 1.0))]
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "vector", "text"])
+async def test_the_index_finds_what_the_sql_search_finds(db: Any, database_url: str, indexes: Indexes,
+                                                         mode: str) -> None:
+    await seed(db)
+    await seed(db, USER_B, 8)  # another user's words must not count in A's frequencies
+    await db.execute("UPDATE users_vectors SET pinned = true WHERE vector_id = (SELECT min(vector_id) "
+                     "FROM users_vectors WHERE user_id = %s)", [USER_A])
+    await heard_so_far(database_url, indexes)
+    held = await indexes.ready(USER_A)
+    assert held is not None and len(held.memories) == 24
+    for text, direction in QUERIES:
+        query = basis(direction, (30, 0.2))
+        sql = await search.search(db, user_id=USER_A, model=MODEL, embedding=query, text=text, limit=15,
+                                  mode=mode, weights=(1.0, 0.7), tiers=True)
+        mine = held.search(query, text, limit=15, mode=mode, rrf_k=60, weights=(1.0, 0.7), tiers=True,
+                           now=datetime.now(UTC))
+        assert [h.memory.id for h in mine.hits] == [h.memory.id for h in sql.hits], text
+        assert [h.fused for h in mine.hits] == pytest.approx([h.fused for h in sql.hits]), text
+        assert [h.cosine for h in mine.hits] == pytest.approx([h.cosine for h in sql.hits], abs=1e-5), text
+        assert [(h.matched_terms, h.query_terms) for h in mine.hits] == [
+            (h.matched_terms, h.query_terms) for h in sql.hits], text
+        assert mine.always_on == sql.always_on and mine.recent == sql.recent
+    assert sql.always_on and sql.always_on[0].pinned
+
+
+async def test_mmr_similarities_are_exact_cosines_of_the_candidates(db: Any, database_url: str,
+                                                                    indexes: Indexes) -> None:
+    ids = await seed(db, count=6)
+    await heard_so_far(database_url, indexes)
+    held = await indexes.ready(USER_A)
+    assert held is not None
+    found = held.search(basis((0, 1.0)), "", limit=6, mode="vector", rrf_k=60, weights=(1.0, 1.0), tiers=False,
+                        now=datetime.now(UTC))
+    vectors = {mid: np.asarray(basis((i % 5, 1.0), (10 + i, 0.3 + 0.05 * (i % 4)))) for i, mid in enumerate(ids)}
+    for hit in found.hits:
+        expected = [float(vectors[hit.memory.id] @ vectors[other.memory.id]) for other in found.hits]
+        assert hit.similar == pytest.approx(expected, abs=1e-5)
+
+
+async def test_a_change_drops_that_users_index_and_use_counts_do_not(db: Any, database_url: str,
+                                                                     indexes: Indexes) -> None:
+    a_ids = await seed(db)
+    await seed(db, USER_B, 8)
+    await heard_so_far(database_url, indexes)
+    assert await indexes.ready(USER_A) is not None and await indexes.ready(USER_B) is not None
+    await memories.record_uses(db, [(USER_A, a_ids[0], 3, datetime.now(UTC))])  # no notification
+    await add(db, "User moved to Lisbon.", basis((7, 1.0)), USER_B)  # notified after the use counts
+    await until(lambda: indexes.get(USER_B) is None)
+    assert indexes.get(USER_A) is not None  # notifications arrive in commit order: A's was never sent
+
+    await memories.retire_memory(db, user_id=USER_A, vector_id=a_ids[1], reason="test", action="delete")
+    await until(lambda: indexes.get(USER_A) is None)
+    held = await indexes.ready(USER_A)
+    assert held is not None and a_ids[1] not in {m.id for m in held.memories}
+    assert held.access_count[held.position[a_ids[0]]] == 3
+
+
+async def test_a_read_overtaken_by_a_change_is_thrown_away(db: Any, database_url: str, indexes: Indexes) -> None:
+    await seed(db, count=6)
+    await heard_so_far(database_url, indexes)
+    assert indexes.get(USER_A) is None  # a miss starts a load
+    indexes.changed(snapshot.user_key(USER_A))  # a change heard before the load stored its read
+    assert await indexes.ready(USER_A) is None
+    assert await indexes.ready(USER_A) is not None  # the next load stores
+
+
+async def test_no_index_is_trusted_while_the_listener_cannot_hear(db: Any, database_url: str) -> None:
+    await seed(db, count=6)
+    async with make_pool(database_url, 2) as pool:
+        deaf = Indexes(pool, model=MODEL, budget_bytes=64 << 20)  # never listening
+        before = metric("memory_proxy_index_lookups_total", result="bypass")
+        assert deaf.get(USER_A) is None and await deaf.ready(USER_A) is None
+        assert metric("memory_proxy_index_lookups_total", result="bypass") == before + 2
+
+        stop = asyncio.Event()
+        task = asyncio.create_task(deaf.run(database_url, stop))
+        await until(lambda: deaf.listening)
+        assert await deaf.ready(USER_A) is not None
+        # The listener's connection dies: every index is dropped at once, then it listens again.
+        async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as admin:
+            killed = await admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                                         "WHERE query = 'LISTEN memory_changed' AND datname = current_database()")
+            assert len(await killed.fetchall()) == 1
+        await until(lambda: not deaf.listening)
+        assert deaf.get(USER_A) is None
+        await until(lambda: deaf.listening)
+        assert await deaf.ready(USER_A) is not None
+        stop.set()
+        await task
+
+
+async def test_memory_is_bounded_least_recently_searched_first(db: Any, database_url: str,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    users = [f"user-{i}" for i in range(10)]
+    for user in users:
+        await seed(db, user, 5)
+    monkeypatch.setattr(index_module, "ROW_OVERHEAD_BYTES", 0)
+    one_user = 5 * 1024 * 4
+    async with make_pool(database_url, 2) as pool:
+        held = Indexes(pool, model=MODEL, budget_bytes=int(8.5 * one_user))  # 8 users (one may take an eighth)
+        stop = asyncio.Event()
+        task = asyncio.create_task(held.run(database_url, stop))
+        await until(lambda: held.listening)
+        for user in users[:8]:
+            assert await held.ready(user) is not None
+        assert held.get(users[0]) is not None  # searched again: now the most recently used
+        for user in users[8:]:
+            assert await held.ready(user) is not None
+        assert [user for user in users if held.get(user) is not None] == [users[0], *users[3:]]
+        await seed(db, "big-user", 6)  # over an eighth of the budget: always searched in SQL
+        assert await held.ready("big-user") is None
+        stop.set()
+        await task
+
+
+async def test_a_user_key_collision_never_serves_another_users_index(db: Any, database_url: str,
+                                                                     indexes: Indexes) -> None:
+    await seed(db, count=6)
+    await heard_so_far(database_url, indexes)
+    held = await indexes.ready(USER_A)
+    assert held is not None
+    indexes._held[snapshot.user_key(USER_B)] = (USER_A, held)  # as if md5(B) were md5(A)
+    assert indexes.get(USER_B) is None
+
+
+async def test_an_index_is_read_in_the_users_scope_only(database_url: str, db: Any) -> None:
+    """A load runs under row-level security, on the app's pool: only the user's own rows exist for it."""
+    a_ids = await seed(db, count=6)
+    await seed(db, USER_B, 6)
+    async with make_pool(database_url, 1) as pool, pool.connection() as conn:
+        rows = await snapshot.read_user(conn, USER_A, 100)
+    assert rows is not None and sorted(r.id for r in rows) == sorted(a_ids)
+
+
+def test_expiry_is_checked_at_search_time() -> None:
+    now = datetime.now(UTC)
+    rows = [snapshot.LinkRow(id=f"m{i}", content=f"fact {i}", created_at=now, stated_at=now,
+                             memory_type="temporary", pinned=i == 1, identity=False, linked_at=now,
+                             expires_at=now + timedelta(hours=1) if i < 2 else None, access_count=0,
+                             last_accessed_at=None, embedding_model=MODEL,
+                             embedding=np.asarray(basis((i, 1.0), (9, 1.0)), dtype=np.float32), terms={"fact": 1})
+            for i in range(6)]
+    held = UserIndex.of(rows, MODEL)
+    later = now + timedelta(hours=2)
+    for when, expected in ((now, {f"m{i}" for i in range(6)}), (later, {f"m{i}" for i in range(1, 6)})):
+        found = held.search(basis((0, 1.0)), "fact", limit=10, mode="hybrid", rrf_k=60, weights=(1.0, 1.0),
+                            tiers=True, now=when)
+        assert {h.memory.id for h in found.hits} == expected  # m0 expired; m1 expired but pinned
+        assert {m.id for m in found.recent} == expected
+
+
+async def test_chat_turns_search_the_index_and_a_deletion_reaches_it(proxy: Any, db: Any) -> None:
+    await fillers(db, USER_A)
+    bun = await add_memory(db, USER_A, BUN)
+    client = await proxy()
+    held: Indexes = client.app.state.services.indexes
+    first = await client.post(CHAT, json=chat_body(RUNTIME_Q), headers=user_headers(USER_A))
+    assert first.json()["memories"] == [bun]  # searched in PostgreSQL while the index loads
+    await until(lambda: held.get(USER_A) is not None)
+
+    hits = metric("memory_proxy_index_lookups_total", result="hit")
+    second = await client.post(CHAT, json=chat_body(RUNTIME_Q), headers=user_headers(USER_A))
+    assert second.json()["memories"] == [bun]
+    assert metric("memory_proxy_index_lookups_total", result="hit") == hits + 1
+
+    deleted = await client.delete(f"/api/v1/memories/{bun}", params={"user": USER_A})
+    assert deleted.status_code == 200
+    await until(lambda: (index := held.get(USER_A)) is None or bun not in index.position)
+    third = await client.post(CHAT, json=chat_body(RUNTIME_Q), headers=user_headers(USER_A))
+    assert third.json()["memories"] == []
+
+
+async def test_with_no_budget_every_turn_searches_postgresql(proxy: Any, db: Any) -> None:
+    await fillers(db, USER_A)
+    bun = await add_memory(db, USER_A, BUN)
+    client = await proxy(RETRIEVAL_INDEX_MB="0")
+    bypass = metric("memory_proxy_index_lookups_total", result="bypass")
+    for _ in range(3):
+        response = await client.post(CHAT, json=chat_body(RUNTIME_Q), headers=user_headers(USER_A))
+        assert response.json()["memories"] == [bun]
+    assert metric("memory_proxy_index_lookups_total", result="bypass") == bypass + 3
