@@ -65,7 +65,9 @@ import time
 import uuid
 import warnings
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -515,6 +517,62 @@ def markdown(rows: list[Row]) -> list[str]:
 
 # -------------------------------------------------------------------------------------------- main
 
+def measure_index(uri: str, ds: Dataset, queries: int, warmup: int, seed: int) -> tuple[list[Row], list[str]]:
+    """Plan e: the in-process index (proxy/memory/index.py) of each measured user, read once from this
+    table, then searched as a chat turn searches it (tiers, both arms, similarities): no database work.
+    Also the cost of a load (read + build), which a user pays again after each change to their memories."""
+    from proxy.memory.index import UserIndex
+    from proxy.store.database import make_pool
+    from proxy.store.snapshot import read_user
+
+    rows: list[Row] = []
+    loads = ["| user memories | load p50 ms (read + build) | build alone ms | index MB |", "|---|---|---|---|"]
+    rng = np.random.default_rng(seed + 2)
+
+    async def read(user: str) -> list[Any]:
+        async with make_pool(uri, 1) as pool, pool.connection() as conn:
+            found = await read_user(conn, user, 10**9)
+        assert found is not None
+        return found
+
+    for size in MEASURED:
+        vecs, ids = ds.measured_vecs[size], ds.measured_ids[size]
+        timings, builds = [], []
+        for _ in range(3):
+            t = time.perf_counter()
+            snapshot_rows = asyncio.run(read(user_name(size)))
+            b = time.perf_counter()
+            index = UserIndex.of(snapshot_rows, MODEL)
+            builds.append((time.perf_counter() - b) * 1000)
+            timings.append((time.perf_counter() - t) * 1000)
+        loads.append(f"| {size:,} | {statistics.median(timings):.1f} | {statistics.median(builds):.1f} "
+                     f"| {index.nbytes / 2**20:.1f} |")
+        picks = rng.integers(0, size, warmup + queries)
+        qs = normalize(vecs[picks] + QUERY_NOISE * normalize(rng.standard_normal((len(picks), DIM), dtype=np.float32)))
+        for min_score in MIN_SCORES:
+            lat, hits, got_n, n_truth = [], 0, 0, 0
+            for qi, q in enumerate(qs):
+                text = f"what is memory {int(picks[qi])} about, half of it"
+                t = time.perf_counter()
+                found = index.search(q.tolist(), text, limit=TOP_K * 3, mode="hybrid", rrf_k=60,
+                                     weights=(1.0, 1.0), tiers=True, now=datetime.now(UTC))
+                el = (time.perf_counter() - t) * 1000
+                if qi < warmup:
+                    continue
+                lat.append(el)
+                got = [h.memory.id for h in found.hits]
+                got_n += len(got)
+                tr = truth(ids, vecs, q, min_score)
+                n_truth += len(tr)
+                hits += len(tr & set(got))
+            rows.append(Row(ds.n, size, "e in-process index (memory/index.py), from a list of floats", min_score,
+                            statistics.median(lat), pct(lat, 95), pct(lat, 99),
+                            hits / n_truth if n_truth else None, "0 (no database)", "—", got_n / len(lat), len(lat)))
+            log(f"  N={ds.n:,} user={size:>6,} in-process index min={min_score:>4} p50 {rows[-1].p50:7.2f}"
+                f" p95 {rows[-1].p95:7.2f} ms recall {fmt_recall(rows[-1].recall)}")
+    return rows, loads
+
+
 def run_size(n: int, args: argparse.Namespace, hnsw_rate: dict[str, float], report: list[str],
              plans_log: list[str]) -> None:
     base = Path(tempfile.mkdtemp(prefix="retrieval-pg-", dir=args.tmp))
@@ -549,12 +607,14 @@ def run_size(n: int, args: argparse.Namespace, hnsw_rate: dict[str, float], repo
         sizes = sizes_report(uri)
         rows = measure_all(uri, ds, plans, args.queries, args.warmup, args.seed, plans_log,
                            args.case_seconds)
+        index_rows, loads = measure_index(uri, ds, args.queries, args.warmup, args.seed)
+        rows += index_rows
         report += [f"## N = {n:,} vectors ({DIM}-d)", "", "| step | seconds |", "|---|---|"]
         report += [f"| {k.removesuffix(' (s)')} | {v:.1f} |" for k, v in times.items()]
         report += ["", f"Load rate: {n / times['COPY vectors (s)']:,.0f} vectors/s (binary COPY)."]
         if hnsw_note:
             report += ["", hnsw_note + "."]
-        report += ["", *sizes, "", *markdown(rows), ""]
+        report += ["", *sizes, "", *markdown(rows), "", "In-process index loads (plan e):", "", *loads, ""]
     finally:
         if server is not None:
             server.cleanup()

@@ -198,16 +198,18 @@ class Variant:
     bare: bool
     relevance_only: bool
     text_weight: float | None = None  # `twN`: RETRIEVAL_TEXT_WEIGHT for this run (default: the setting's)
+    sql: bool = False  # `-sql`: searched by the SQL statement (RETRIEVAL_INDEX_MB=0), not the in-process index
 
 
 def parse_variant(name: str) -> Variant:
     parts = name.split("-")
     mode = parts[0]
     weights = [p for p in parts[1:] if p.startswith("tw")]
-    if mode not in ("hybrid", "vector", "text", "exact") or not set(parts[1:]) - set(weights) <= {"bare", "relevance"}:
+    if mode not in ("hybrid", "vector", "text", "exact") or not set(parts[1:]) - set(weights) <= {"bare", "relevance",
+                                                                                                 "sql"}:
         raise SystemExit(f"unknown ablation {name!r}")
     text_weight = float(weights[0][2:]) if weights else None
-    return Variant(name, mode, "bare" in parts, "relevance" in parts, text_weight)
+    return Variant(name, mode, "bare" in parts, "relevance" in parts, text_weight, sql="sql" in parts)
 
 
 def user_id(conv: Conversation, bare: bool) -> str:
@@ -249,8 +251,15 @@ async def run_variant(variant: Variant, pool: Any, model: Model, convs: list[Con
         ranking = replace(ranking, text_weight=variant.text_weight)
     settings = RetrievalSettings(top_k=max(KS), min_score=-1.0, timeout_s=60.0,
                                  mode=variant.mode if variant.mode != "exact" else "vector", ranking=ranking)
+    from proxy.memory.index import Indexes
     from proxy.memory.retrieve import retrieve_memories
 
+    indexes, stop = None, asyncio.Event()
+    if variant.mode != "exact" and not variant.sql:  # as shipped: each user's in-process index, loaded first
+        indexes = Indexes(pool, model=model.model, budget_bytes=1 << 30)
+        listener = asyncio.create_task(indexes.run(pool.conninfo, stop))
+        while not indexes.listening:  # noqa: ASYNC110 - a flag its listener sets once LISTEN is in place
+            await asyncio.sleep(0.01)
     gate = asyncio.Semaphore(concurrency)
     scores: dict[int, list[dict[int, float]]] = defaultdict(list)
     latencies: list[float] = []
@@ -264,24 +273,31 @@ async def run_variant(variant: Variant, pool: Any, model: Model, convs: list[Con
         else:
             async with gate:
                 await query_embedder.embed([q.text])  # fill the cache: latency below excludes first-time embedding
+                if indexes is not None:
+                    assert await indexes.ready(user_id(conv, variant.bare)) is not None
                 started = time.perf_counter()
                 found = await retrieve_memories(pool=pool, embedder=query_embedder, user_id=user_id(conv, variant.bare),
-                                                query=q.text, settings=settings)
+                                                query=q.text, settings=settings, indexes=indexes)
                 latencies.append((time.perf_counter() - started) * 1000)
             ranked = [id_map.get(str(m.id), []) for m in found]
         scores[q.category].append(recall(ranked, q.evidence))
 
-    for conv in convs:
-        doc_vectors = None
-        if variant.mode == "exact":
-            contents = [t.bare if variant.bare else t.content for t in conv.turns]
-            doc_vectors = model.encode([model.doc_prefix + (c if variant.bare else embedding_text(c, t.stated_at))
-                                        for c, t in zip(contents, conv.turns, strict=True)])
-        outcomes = await asyncio.gather(*(ask(conv, q, doc_vectors) for q in conv.questions),
-                                        return_exceptions=True)  # no task left running on a failure
-        failures = [o for o in outcomes if isinstance(o, BaseException)]
-        if failures:
-            raise failures[0]
+    try:
+        for conv in convs:
+            doc_vectors = None
+            if variant.mode == "exact":
+                contents = [t.bare if variant.bare else t.content for t in conv.turns]
+                doc_vectors = model.encode([model.doc_prefix + (c if variant.bare else embedding_text(c, t.stated_at))
+                                            for c, t in zip(contents, conv.turns, strict=True)])
+            outcomes = await asyncio.gather(*(ask(conv, q, doc_vectors) for q in conv.questions),
+                                            return_exceptions=True)  # no task left running on a failure
+            failures = [o for o in outcomes if isinstance(o, BaseException)]
+            if failures:
+                raise failures[0]
+    finally:
+        if indexes is not None:
+            stop.set()
+            await listener
     model.save()
     return {"scores": scores, "latencies": latencies}
 
