@@ -119,12 +119,12 @@ tiers AS (
      FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id
      WHERE %(with_tiers)s AND uv.user_id = %(user_id)s AND uv.superseded_at IS NULL AND """ + LIVE + """
        AND (uv.pinned OR uv.identity)  -- users_vectors_always_on (0007)
-     ORDER BY 8 LIMIT %(always)s)
+     ORDER BY uv.pinned DESC, v.stated_at DESC, v.id LIMIT %(always)s)
     UNION ALL
     (SELECT 'recent', """ + MEMORY_COLUMNS + """, row_number() OVER (ORDER BY uv.created_at DESC)
      FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id
      WHERE %(with_tiers)s AND uv.user_id = %(user_id)s AND uv.superseded_at IS NULL AND """ + LIVE + """
-     ORDER BY 8 LIMIT %(recent)s)
+     ORDER BY uv.created_at DESC LIMIT %(recent)s)  -- the window's order: the index scan stops at the limit
 )
 SELECT 'hit', r.id, r.content, r.created_at, r.stated_at, r.memory_type, r."coalesce", r.fused, r.cosine,
        r.matched, (SELECT words FROM query), r.access_count, r.last_accessed_at,
