@@ -68,7 +68,8 @@ FAIL_OPEN = Counter(
 INDEX_LOOKUPS = Counter(
     "memory_proxy_index_lookups_total",
     "Searches by where they ran: hit (the user's in-process index), miss (PostgreSQL, while the index "
-    "loads), bypass (PostgreSQL: index off, or its change listener not connected).",
+    "loads), sql (PostgreSQL: the user has too few memories, or too many to hold), bypass (PostgreSQL: "
+    "index off, or its change listener not connected or not hearing).",
     ["result"],
 )
 INDEX_USERS = Gauge("memory_proxy_index_users", "Users whose memories this process holds in its search index.")

@@ -43,15 +43,6 @@ async def until(check: Callable[[], Awaitable[bool] | bool], seconds: float = 10
         await asyncio.sleep(0.01)
 
 
-async def heard_so_far(database_url: str, indexes: Indexes) -> None:
-    """Wait until the listener heard every change committed so far (notifications come in commit order),
-    so that a load started next is not thrown away for a change made while arranging the test."""
-    barrier = f"barrier-{time.monotonic_ns()}"
-    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
-        await conn.execute("SELECT pg_notify('memory_changed', %s)", [barrier])
-    await until(lambda: barrier in indexes._generation)
-
-
 @pytest.fixture
 async def indexes(database_url: str) -> AsyncIterator[Indexes]:
     """Indexes listening to the test's database, on a pool bound by row-level security as the app's."""
@@ -76,7 +67,7 @@ async def test_the_index_finds_what_the_sql_search_finds(db: Any, database_url: 
     await seed(db, USER_B, 8)  # another user's words must not count in A's frequencies
     await db.execute("UPDATE users_vectors SET pinned = true WHERE vector_id = (SELECT min(vector_id) "
                      "FROM users_vectors WHERE user_id = %s)", [USER_A])
-    await heard_so_far(database_url, indexes)
+    await indexes.caught_up()
     held = await indexes.ready(USER_A)
     assert held is not None and len(held.memories) == 24
     for text, direction in QUERIES:
@@ -97,7 +88,7 @@ async def test_the_index_finds_what_the_sql_search_finds(db: Any, database_url: 
 async def test_mmr_similarities_are_exact_cosines_of_the_candidates(db: Any, database_url: str,
                                                                     indexes: Indexes) -> None:
     ids = await seed(db, count=6)
-    await heard_so_far(database_url, indexes)
+    await indexes.caught_up()
     held = await indexes.ready(USER_A)
     assert held is not None
     found = held.search(basis((0, 1.0)), "", limit=6, mode="vector", rrf_k=60, weights=(1.0, 1.0), tiers=False,
@@ -112,7 +103,7 @@ async def test_a_change_drops_that_users_index_and_use_counts_do_not(db: Any, da
                                                                      indexes: Indexes) -> None:
     a_ids = await seed(db)
     await seed(db, USER_B, 8)
-    await heard_so_far(database_url, indexes)
+    await indexes.caught_up()
     assert await indexes.ready(USER_A) is not None and await indexes.ready(USER_B) is not None
     await memories.record_uses(db, [(USER_A, a_ids[0], 3, datetime.now(UTC))])  # no notification
     await add(db, "User moved to Lisbon.", basis((7, 1.0)), USER_B)  # notified after the use counts
@@ -128,7 +119,7 @@ async def test_a_change_drops_that_users_index_and_use_counts_do_not(db: Any, da
 
 async def test_a_read_overtaken_by_a_change_is_thrown_away(db: Any, database_url: str, indexes: Indexes) -> None:
     await seed(db, count=6)
-    await heard_so_far(database_url, indexes)
+    await indexes.caught_up()
     assert indexes.get(USER_A) is None  # a miss starts a load
     indexes.changed(snapshot.user_key(USER_A))  # a change heard before the load stored its read
     assert await indexes.ready(USER_A) is None
@@ -187,7 +178,7 @@ async def test_memory_is_bounded_least_recently_searched_first(db: Any, database
 async def test_a_user_key_collision_never_serves_another_users_index(db: Any, database_url: str,
                                                                      indexes: Indexes) -> None:
     await seed(db, count=6)
-    await heard_so_far(database_url, indexes)
+    await indexes.caught_up()
     held = await indexes.ready(USER_A)
     assert held is not None
     indexes._held[snapshot.user_key(USER_B)] = (USER_A, held)  # as if md5(B) were md5(A)
@@ -250,3 +241,42 @@ async def test_with_no_budget_every_turn_searches_postgresql(proxy: Any, db: Any
         response = await client.post(CHAT, json=chat_body(RUNTIME_Q), headers=user_headers(USER_A))
         assert response.json()["memories"] == [bun]
     assert metric("memory_proxy_index_lookups_total", result="bypass") == bypass + 3
+
+
+async def test_a_user_searched_in_sql_by_size_is_not_read_again_until_a_change(db: Any, indexes: Indexes) -> None:
+    for i in range(3):  # fewer than COLD_START_THRESHOLD: the global memories are searched with theirs
+        await add(db, f"User fact {i}.", basis((i, 1.0)))
+    await indexes.caught_up()
+    assert await indexes.ready(USER_A) is None
+    before = metric("memory_proxy_index_lookups_total", result="sql")
+    assert indexes.get(USER_A) is None and not indexes._loading  # no second read
+    assert metric("memory_proxy_index_lookups_total", result="sql") == before + 1
+    for i in range(3, 6):
+        await add(db, f"User fact {i}.", basis((i, 1.0)))
+    await indexes.caught_up()
+    assert await indexes.ready(USER_A) is not None  # the change dropped the mark: read again, now held
+
+
+async def test_a_listener_that_stops_hearing_is_replaced(db: Any, database_url: str,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """LISTEN can succeed and still hear nothing (a dead link, a transaction-mode pooler): the heartbeat
+    it sends itself must come back, or no index is trusted."""
+    await seed(db, count=6)
+    monkeypatch.setattr(index_module, "HEARTBEAT_S", 0.05)
+    monkeypatch.setattr(index_module, "HEARTBEAT_TIMEOUT_S", 0.5)
+    async with make_pool(database_url, 2) as pool:
+        held = Indexes(pool, model=MODEL, budget_bytes=64 << 20)
+        stop = asyncio.Event()
+        task = asyncio.create_task(held.run(database_url, stop))
+        await until(lambda: held.listening)
+        await held.caught_up()  # it hears
+        assert held.listening and await held.ready(USER_A) is not None
+
+        async def lost(conn: Any, key: str) -> None:  # the notification never arrives
+            return None
+
+        monkeypatch.setattr(snapshot, "notify", lost)
+        await until(lambda: not held.listening)
+        assert held.get(USER_A) is None and not held._held
+        stop.set()
+        await task

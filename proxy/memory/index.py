@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
 from contextlib import suppress
@@ -56,6 +57,8 @@ ROW_OVERHEAD_BYTES = 600  # per memory beside its vector: text, postings, Python
 LOAD_TIMEOUT_S = 30.0
 CONCURRENT_LOADS = 2
 LISTEN_RETRY_MAX_S = 30.0
+HEARTBEAT_S, HEARTBEAT_TIMEOUT_S = 10.0, 5.0  # the listener proves it hears, or is replaced
+MAX_USERS = 100_000  # entries held, indexes and "searched in SQL" marks together
 # A listener over TCP that never hears anything cannot tell a quiet database from a dead link: keepalives
 # make a dead link an error within ~25 s (ignored on the embedded database's unix socket).
 LISTENER_OPTIONS: dict[str, Any] = {"connect_timeout": 10, "keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5,
@@ -191,15 +194,23 @@ def _best(scores: np.ndarray, n: int) -> np.ndarray:
     return order[np.isfinite(scores[order])]
 
 
+@dataclass(slots=True)
+class _Load:
+    task: asyncio.Task[None]
+    stale: bool = False  # a change was heard while it read: what it read is not stored
+
+
 class Indexes:
     """The per-user indexes of one process: bounded, loaded in the background, kept true by LISTEN."""
 
     def __init__(self, pool: psycopg_pool.AsyncConnectionPool, *, model: str, budget_bytes: int) -> None:
         self._pool, self._model, self._budget = pool, model, budget_bytes
-        self._held: OrderedDict[str, tuple[str, UserIndex]] = OrderedDict()  # user key → (user id, index)
-        self._generation: dict[str, int] = {}  # user key → notifications seen (a load compares before storing)
-        self._loading: dict[str, asyncio.Task[None]] = {}
+        # user key → (user id, index); None: searched in SQL by size (too few memories, or too many)
+        self._held: OrderedDict[str, tuple[str, UserIndex | None]] = OrderedDict()
+        self._bytes = 0
+        self._loading: dict[str, _Load] = {}
         self._loads = asyncio.Semaphore(CONCURRENT_LOADS)
+        self._echoes: dict[str, asyncio.Event] = {}  # notifications sent to ourselves, set when heard
         self.listening = False
 
     def get(self, user_id: str) -> UserIndex | None:
@@ -211,19 +222,19 @@ class Indexes:
         held = self._held.get(key)
         if held is not None and held[0] == user_id:
             self._held.move_to_end(key)
-            INDEX_LOOKUPS.labels("hit").inc()
+            INDEX_LOOKUPS.labels("hit" if held[1] is not None else "sql").inc()
             return held[1]
         INDEX_LOOKUPS.labels("miss").inc()
-        if key not in self._loading:  # its generation now: a change heard from here on makes the read stale
-            self._loading[key] = asyncio.create_task(self._load(user_id, key, self._generation.setdefault(key, 0)))
+        if key not in self._loading:
+            self._loading[key] = _Load(asyncio.create_task(self._load(user_id, key)))
         return None
 
     async def ready(self, user_id: str) -> UserIndex | None:
         """The user's index, waiting for a load (tests and benchmarks; a turn never waits)."""
         index = self.get(user_id)
-        task = self._loading.get(snapshot.user_key(user_id))
-        if index is None and task is not None:
-            await asyncio.shield(task)
+        load = self._loading.get(snapshot.user_key(user_id))
+        if index is None and load is not None:
+            await asyncio.shield(load.task)
             held = self._held.get(snapshot.user_key(user_id))
             return held[1] if held and held[0] == user_id else None
         return index
@@ -231,55 +242,70 @@ class Indexes:
     def used(self, user_id: str, memory_ids: Sequence[str]) -> None:
         """Count a turn's injections in the user's index too (memory/uses.py writes them to the database)."""
         held = self._held.get(snapshot.user_key(user_id))
-        if held is not None and held[0] == user_id:
+        if held is not None and held[0] == user_id and held[1] is not None:
             held[1].used(memory_ids, datetime.now(UTC))
 
     def changed(self, key: str) -> None:
-        """A user's memories changed (their md5 key): drop their index, and any load in flight is stale."""
-        self._generation[key] = self._generation.get(key, 0) + 1
-        self._held.pop(key, None)
-        INDEX_USERS.set(len(self._held))
+        """A user's memories changed (their md5 key): drop their index; a load in flight read too early."""
+        if key in self._echoes:
+            self._echoes[key].set()
+            return
+        if key in self._loading:
+            self._loading[key].stale = True
+        self._drop(key)
 
     def drop_all(self) -> None:
-        self._generation = {key: count + 1 for key, count in self._generation.items()}
+        for load in self._loading.values():
+            load.stale = True
         self._held.clear()
+        self._bytes = 0
         INDEX_USERS.set(0)
 
-    async def _load(self, user_id: str, key: str, generation: int) -> None:
+    def _drop(self, key: str) -> None:
+        held = self._held.pop(key, None)
+        if held is not None and held[1] is not None:
+            self._bytes -= held[1].nbytes
+        INDEX_USERS.set(len(self._held))
+
+    async def _load(self, user_id: str, key: str) -> None:
         try:
             async with self._loads, asyncio.timeout(LOAD_TIMEOUT_S), self._pool.connection() as conn:
                 rows = await snapshot.read_user(conn, user_id, MAX_MEMORIES)
-            if rows is None or len(rows) < COLD_START_THRESHOLD:  # big: SQL; small: global memories too
-                return
-            index = await asyncio.to_thread(UserIndex.of, rows, self._model)
-            if self._generation.get(key) != generation or not self.listening or index.nbytes > self._budget / 8:
+            index = None
+            if rows is not None and len(rows) >= COLD_START_THRESHOLD:  # fewer: global memories are searched too
+                index = await asyncio.to_thread(UserIndex.of, rows, self._model)
+                if index.nbytes > self._budget / 8:
+                    index = None
+            if self._loading[key].stale or not self.listening:
                 return
             self._held[key] = (user_id, index)
-            while sum(held.nbytes for _, held in self._held.values()) > self._budget:
-                self._held.popitem(last=False)
+            self._bytes += index.nbytes if index is not None else 0
+            while self._bytes > self._budget or len(self._held) > MAX_USERS:
+                self._drop(next(iter(self._held)))
             INDEX_USERS.set(len(self._held))
         except (psycopg.Error, psycopg_pool.PoolTimeout, OSError, TimeoutError) as exc:
             log.warning("memory_index_load_failed", error=f"{type(exc).__name__}: {exc}"[:300])
         except Exception:  # noqa: BLE001 - a bug here must not break chat: the user is searched in SQL
             log.exception("memory_index_load_failed")
         finally:
-            self._loading.pop(key, None)
+            del self._loading[key]
 
     async def run(self, conninfo: str, stop: asyncio.Event) -> None:
-        """Listen for changes until `stop`; reconnect with backoff, trusting no index while disconnected."""
+        """Listen for changes until `stop`; reconnect with backoff, trusting no index while not listening."""
         delay = 1.0
         while not stop.is_set():
             try:
                 async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True, **LISTENER_OPTIONS) as conn:
-                    listen = asyncio.create_task(self._listen(conn))
-                    halt = asyncio.create_task(stop.wait())
-                    await asyncio.wait([listen, halt], return_when=asyncio.FIRST_COMPLETED)
-                    halt.cancel()
-                    listen.cancel()
-                    with suppress(asyncio.CancelledError):
-                        await listen  # its error, if any, is raised here
+                    tasks = [asyncio.create_task(self._listen(conn)), asyncio.create_task(self._beat()),
+                             asyncio.create_task(stop.wait())]
+                    await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+                    for task in tasks:
+                        task.cancel()
+                    for task in tasks[:2]:
+                        with suppress(asyncio.CancelledError):
+                            await task  # an error of the listener or the heartbeat is raised here
                     delay = 1.0
-            except (psycopg.Error, OSError) as exc:
+            except (psycopg.Error, psycopg_pool.PoolTimeout, OSError, TimeoutError) as exc:
                 log.warning("memory_index_listener_lost", error=f"{type(exc).__name__}: {exc}"[:300], retry_in_s=delay)
             finally:
                 self.listening = False
@@ -295,3 +321,23 @@ class Indexes:
         self.listening = True
         async for key in snapshot.changes(conn):
             self.changed(key)
+
+    async def caught_up(self) -> None:
+        """Return once the listener heard every change committed before this call: a notification sent to
+        ourselves now arrives after them (notifications arrive in commit order)."""
+        key = f"echo-{uuid.uuid4().hex}"
+        self._echoes[key] = heard = asyncio.Event()
+        try:
+            async with self._pool.connection() as conn:
+                await snapshot.notify(conn, key)
+            await heard.wait()
+        finally:
+            del self._echoes[key]
+
+    async def _beat(self) -> None:
+        """Every HEARTBEAT_S, prove the listener still hears within HEARTBEAT_TIMEOUT_S, or raise: a dead link,
+        or LISTEN behind a transaction-mode pooler, would otherwise leave every index stale for good."""
+        while True:
+            await asyncio.sleep(HEARTBEAT_S)
+            async with asyncio.timeout(HEARTBEAT_TIMEOUT_S):
+                await self.caught_up()

@@ -82,6 +82,11 @@ async def listen(conn: AsyncConnection[Any]) -> None:
     await conn.execute(f"LISTEN {CHANNEL}")
 
 
+async def notify(conn: AsyncConnection[Any], key: str) -> None:
+    """Send `key` on CHANNEL (the listener's heartbeat: it proves the listener still hears)."""
+    await conn.execute("SELECT pg_notify(%s, %s)", [CHANNEL, key])
+
+
 async def changes(conn: AsyncConnection[Any]) -> AsyncIterator[str]:
     """The user keys of the changes `conn` hears, as they come (after `listen`)."""
     async for notification in conn.notifies():
