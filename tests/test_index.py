@@ -181,7 +181,7 @@ async def test_a_user_key_collision_never_serves_another_users_index(db: Any, da
     await indexes.caught_up()
     held = await indexes.ready(USER_A)
     assert held is not None
-    indexes._held[snapshot.user_key(USER_B)] = (USER_A, held)  # as if md5(B) were md5(A)
+    indexes._held[snapshot.user_key(USER_B)] = index_module._Entry(USER_A, held)  # as if md5(B) were md5(A)
     assert indexes.get(USER_B) is None
 
 
@@ -200,7 +200,8 @@ def test_expiry_is_checked_at_search_time() -> None:
                              memory_type="temporary", pinned=i == 1, identity=False, linked_at=now,
                              expires_at=now + timedelta(hours=1) if i < 2 else None, access_count=0,
                              last_accessed_at=None, embedding_model=MODEL,
-                             embedding=np.asarray(basis((i, 1.0), (9, 1.0)), dtype=np.float32), terms={"fact": 1})
+                             embedding=np.asarray(basis((i, 1.0), (9, 1.0)), dtype=np.float32), terms={"fact": 1},
+                             version="1")
             for i in range(6)]
     held = UserIndex.of(rows, MODEL)
     later = now + timedelta(hours=2)
@@ -277,6 +278,45 @@ async def test_a_listener_that_stops_hearing_is_replaced(db: Any, database_url: 
 
         monkeypatch.setattr(snapshot, "notify", lost)
         await until(lambda: not held.listening)
-        assert held.get(USER_A) is None and not held._held
+        assert held.get(USER_A) is None and all(entry.stale for entry in held._held.values())
         stop.set()
         await task
+
+
+async def test_a_read_after_a_change_reads_whole_only_the_rows_that_changed(db: Any, database_url: str,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    ids = await seed(db, count=12)
+    async with make_pool(database_url, 1) as pool, pool.connection() as conn:
+        before = await snapshot.read_user(conn, USER_A, 100)
+        assert before is not None
+        await memories.set_pinned(db, USER_A, ids[0], True)
+        await memories.retire_memory(db, user_id=USER_A, vector_id=ids[1], reason="test", action="delete")
+        new = await add(db, "User moved to Lisbon.", basis((7, 1.0)))
+        await memories.record_uses(db, [(USER_A, ids[2], 2, datetime.now(UTC))])
+        read_whole: list[str] = []
+        link_row = snapshot._link_row
+        monkeypatch.setattr(snapshot, "_link_row", lambda row: read_whole.append(row[0]) or link_row(row))
+        after = await snapshot.read_user(conn, USER_A, 100, {row.id: row for row in before})
+        monkeypatch.undo()
+        full = await snapshot.read_user(conn, USER_A, 100)
+    assert sorted(read_whole) == sorted([ids[0], ids[2], new])  # pinned, used, new; the other 9 kept
+    assert after is not None and full is not None
+    strip = lambda rows: [(r.id, r.content, r.pinned, r.access_count, r.version, r.terms) for r in rows]  # noqa: E731
+    assert strip(after) == strip(full) and ids[1] not in {r.id for r in after}
+    assert all(np.array_equal(a.embedding, f.embedding) for a, f in zip(after, full, strict=True))
+
+
+async def test_a_changed_users_index_is_read_again_from_its_rows(db: Any, indexes: Indexes,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    ids = await seed(db, count=12)
+    await indexes.caught_up()
+    assert await indexes.ready(USER_A) is not None
+    read_whole: list[str] = []
+    link_row = snapshot._link_row
+    monkeypatch.setattr(snapshot, "_link_row", lambda row: read_whole.append(row[0]) or link_row(row))
+    await memories.set_pinned(db, USER_A, ids[3], True)
+    await indexes.caught_up()
+    assert indexes.get(USER_A) is None  # not served once changed
+    held = await indexes.ready(USER_A)
+    assert held is not None and held.memories[held.position[ids[3]]].pinned
+    assert read_whole == [ids[3]]

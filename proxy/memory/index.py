@@ -30,7 +30,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
 from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -83,6 +83,8 @@ class UserIndex:
     access_count: np.ndarray  # int64 (n,), this process's uses added
     last_accessed: list[datetime | None]
     position: dict[str, int] = field(repr=False)  # vector id → index
+    rows: tuple[snapshot.LinkRow, ...] = field(default=(), repr=False)  # what it was built from (embeddings
+    #                                                    as views of `vectors`): the base of the next read
     nbytes: int = 0
 
     @classmethod
@@ -119,6 +121,7 @@ class UserIndex:
             access_count=np.array([r.access_count for r in rows], dtype=np.int64),
             last_accessed=[r.last_accessed_at for r in rows],
             position={r.id: i for i, r in enumerate(rows)},
+            rows=tuple(replace(r, embedding=vectors[i]) if has_vector[i] else r for i, r in enumerate(rows)),
             nbytes=vectors.nbytes + n * ROW_OVERHEAD_BYTES)
 
     def search(self, embedding: Sequence[float] | None, text: str, *, limit: int, mode: str, rrf_k: int,
@@ -200,13 +203,23 @@ class _Load:
     stale: bool = False  # a change was heard while it read: what it read is not stored
 
 
+@dataclass(slots=True)
+class _Entry:
+    user_id: str
+    index: UserIndex | None  # None: searched in SQL by size (too few memories, or too many)
+    stale: bool = False  # a change was heard since: not served; its rows are the base of the next read
+
+    @property
+    def nbytes(self) -> int:
+        return self.index.nbytes if self.index is not None else 0
+
+
 class Indexes:
     """The per-user indexes of one process: bounded, loaded in the background, kept true by LISTEN."""
 
     def __init__(self, pool: psycopg_pool.AsyncConnectionPool, *, model: str, budget_bytes: int) -> None:
         self._pool, self._model, self._budget = pool, model, budget_bytes
-        # user key → (user id, index); None: searched in SQL by size (too few memories, or too many)
-        self._held: OrderedDict[str, tuple[str, UserIndex | None]] = OrderedDict()
+        self._held: OrderedDict[str, _Entry] = OrderedDict()  # by user key, least recently searched first
         self._bytes = 0
         self._loading: dict[str, _Load] = {}
         self._loads = asyncio.Semaphore(CONCURRENT_LOADS)
@@ -219,14 +232,15 @@ class Indexes:
             INDEX_LOOKUPS.labels("bypass").inc()
             return None
         key = snapshot.user_key(user_id)
-        held = self._held.get(key)
-        if held is not None and held[0] == user_id:
+        entry = self._held.get(key)
+        if entry is not None and entry.user_id == user_id and not entry.stale:
             self._held.move_to_end(key)
-            INDEX_LOOKUPS.labels("hit" if held[1] is not None else "sql").inc()
-            return held[1]
+            INDEX_LOOKUPS.labels("hit" if entry.index is not None else "sql").inc()
+            return entry.index
         INDEX_LOOKUPS.labels("miss").inc()
         if key not in self._loading:
-            self._loading[key] = _Load(asyncio.create_task(self._load(user_id, key)))
+            base = entry.index if entry is not None and entry.user_id == user_id else None
+            self._loading[key] = _Load(asyncio.create_task(self._load(user_id, key, base)))
         return None
 
     async def ready(self, user_id: str) -> UserIndex | None:
@@ -235,42 +249,46 @@ class Indexes:
         load = self._loading.get(snapshot.user_key(user_id))
         if index is None and load is not None:
             await asyncio.shield(load.task)
-            held = self._held.get(snapshot.user_key(user_id))
-            return held[1] if held and held[0] == user_id else None
+            entry = self._held.get(snapshot.user_key(user_id))
+            return entry.index if entry and entry.user_id == user_id and not entry.stale else None
         return index
 
     def used(self, user_id: str, memory_ids: Sequence[str]) -> None:
         """Count a turn's injections in the user's index too (memory/uses.py writes them to the database)."""
-        held = self._held.get(snapshot.user_key(user_id))
-        if held is not None and held[0] == user_id and held[1] is not None:
-            held[1].used(memory_ids, datetime.now(UTC))
+        entry = self._held.get(snapshot.user_key(user_id))
+        if entry is not None and entry.user_id == user_id and entry.index is not None:
+            entry.index.used(memory_ids, datetime.now(UTC))
 
     def changed(self, key: str) -> None:
-        """A user's memories changed (their md5 key): drop their index; a load in flight read too early."""
+        """A user's memories changed (their md5 key): their index is no longer served; a load in flight
+        read too early."""
         if key in self._echoes:
             self._echoes[key].set()
             return
         if key in self._loading:
             self._loading[key].stale = True
-        self._drop(key)
+        if key in self._held:
+            self._held[key].stale = True
 
     def drop_all(self) -> None:
+        """Trust nothing held (the listener may have missed changes): every index is read again before use,
+        row versions deciding which rows."""
         for load in self._loading.values():
             load.stale = True
-        self._held.clear()
-        self._bytes = 0
-        INDEX_USERS.set(0)
+        for entry in self._held.values():
+            entry.stale = True
 
     def _drop(self, key: str) -> None:
-        held = self._held.pop(key, None)
-        if held is not None and held[1] is not None:
-            self._bytes -= held[1].nbytes
+        entry = self._held.pop(key, None)
+        if entry is not None:
+            self._bytes -= entry.nbytes
         INDEX_USERS.set(len(self._held))
 
-    async def _load(self, user_id: str, key: str) -> None:
+    async def _load(self, user_id: str, key: str, base: UserIndex | None) -> None:
         try:
+            held = {row.id: row for row in base.rows} if base is not None else None
             async with self._loads, asyncio.timeout(LOAD_TIMEOUT_S), self._pool.connection() as conn:
-                rows = await snapshot.read_user(conn, user_id, MAX_MEMORIES)
+                rows = await snapshot.read_user(conn, user_id, MAX_MEMORIES, held)
             index = None
             if rows is not None and len(rows) >= COLD_START_THRESHOLD:  # fewer: global memories are searched too
                 index = await asyncio.to_thread(UserIndex.of, rows, self._model)
@@ -278,8 +296,9 @@ class Indexes:
                     index = None
             if self._loading[key].stale or not self.listening:
                 return
-            self._held[key] = (user_id, index)
-            self._bytes += index.nbytes if index is not None else 0
+            self._drop(key)
+            self._held[key] = entry = _Entry(user_id, index)
+            self._bytes += entry.nbytes
             while self._bytes > self._budget or len(self._held) > MAX_USERS:
                 self._drop(next(iter(self._held)))
             INDEX_USERS.set(len(self._held))
