@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import json
 import os
 import re
@@ -159,7 +160,10 @@ class FakeUpstream:
         inputs = body.get("input", "")
         if isinstance(inputs, str):
             inputs = [inputs]
-        data = [{"object": "embedding", "index": i, "embedding": embed(str(text), self.dims)}
+        base64_asked = body.get("encoding_format") == "base64"  # as the OpenAI and Mistral APIs do
+        data = [{"object": "embedding", "index": i,
+                 "embedding": (base64.b64encode(np.asarray(embed(str(text), self.dims), dtype="<f4").tobytes()).decode()
+                               if base64_asked else embed(str(text), self.dims))}
                 for i, text in enumerate(inputs)]
         tokens = sum(len(_TOKEN.findall(str(t))) for t in inputs)
         answer = {"object": "list", "data": data, "model": body.get("model") or "fake-embed",

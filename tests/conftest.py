@@ -8,6 +8,7 @@ Only the outside world is faked: the upstream LLM (`http://upstream.test/v1`) an
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import re
 import tempfile
@@ -147,10 +148,18 @@ def vector_for(text: str) -> list[float]:
     return (vector / np.linalg.norm(vector)).tolist()
 
 
+def as_requested(vector: list[float], payload: dict[str, Any]) -> list[float] | str:
+    """An embedding in the format asked for, as the OpenAI and Mistral APIs answer: base64 of float32."""
+    if payload.get("encoding_format") == "base64":
+        return base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode()
+    return vector
+
+
 def embeddings_reply(request: httpx.Request) -> httpx.Response:
     payload = json.loads(request.content)
     inputs = payload["input"] if isinstance(payload["input"], list) else [payload["input"]]
-    data = [{"object": "embedding", "index": i, "embedding": vector_for(t)} for i, t in enumerate(inputs)]
+    data = [{"object": "embedding", "index": i, "embedding": as_requested(vector_for(t), payload)}
+            for i, t in enumerate(inputs)]
     return httpx.Response(200, json={"id": "emb-1", "object": "list", "model": payload["model"], "data": data,
                                      "usage": {"prompt_tokens": 3, "total_tokens": 3}})
 

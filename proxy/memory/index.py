@@ -10,16 +10,19 @@ the candidates' similarities to each other for MMR (exact cosines instead of the
 
 Staying true to the database:
 - every change to a user's memories notifies `memory_changed` with md5(user id) at commit (0008), and the
-  listener (`Indexes.run`, one connection per process) drops that user's index: the next turn reads the
-  database again. A change is therefore seen as soon as its notification arrives (a turn already running
-  may still use the older memories, as a turn that started before the commit would in SQL);
-- while the listener is not connected (starting, database down), no index is used at all, and every
-  index is dropped when it (re)connects: a notification missed is an index never trusted;
-- a read that a notification overtook is thrown away (a generation per user), never stored;
-- expiry is checked at search time; use counts are the database's at load plus this process's own
-  (`used`), since the per-second use-count writes do not notify.
+  listener (`Indexes.run`, one connection per process) stops serving that user's index: the next turn is
+  searched in SQL while the rows whose version changed are read again (the rest are kept). A change is
+  seen as soon as its notification arrives (a turn already running may still use the older memories, as
+  a turn that started before the commit would in SQL);
+- while the listener is not connected (starting, database down) or fails its heartbeat (a notification
+  to itself every HEARTBEAT_S), no index is used at all, and every index is read again (by version)
+  when it listens again: a notification missed is an index never trusted;
+- a read that a notification overtook is thrown away, never stored;
+- expiry is checked at search time; use counts are the database's at the last read plus this process's
+  own (`used`), since the per-second use-count writes do not notify.
 Memory is bounded: RETRIEVAL_INDEX_MB for all users, least recently searched dropped first; a user
-bigger than an eighth of it, or over MAX_MEMORIES, is always searched in SQL.
+bigger than an eighth of it, or over MAX_MEMORIES, is searched in SQL, as one with fewer than
+COLD_START_THRESHOLD memories (the global memories are searched with theirs).
 """
 
 from __future__ import annotations
