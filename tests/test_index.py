@@ -320,3 +320,19 @@ async def test_a_changed_users_index_is_read_again_from_its_rows(db: Any, indexe
     held = await indexes.ready(USER_A)
     assert held is not None and held.memories[held.position[ids[3]]].pinned
     assert read_whole == [ids[3]]
+
+
+def test_a_query_of_another_dimension_is_never_compared() -> None:
+    """As the SQL's dimension check: a 384-d query (another model) ranks nothing by vector."""
+    now = datetime.now(UTC)
+    rows = [snapshot.LinkRow(id=f"m{i}", content=f"fact {i}", created_at=now, stated_at=now,
+                             memory_type="preference", pinned=False, identity=False, linked_at=now, expires_at=None,
+                             access_count=0, last_accessed_at=None, embedding_model=MODEL,
+                             embedding=np.asarray(basis((i, 1.0)), dtype=np.float32),
+                             terms={"fact": 1, str(i): 1}, version="1") for i in range(6)]
+    held = UserIndex.of(rows, MODEL)
+    other = [1.0] + [0.0] * 383
+    found = held.search(other, "", limit=10, mode="vector", rrf_k=60, weights=(1.0, 1.0), tiers=False, now=now)
+    assert found.hits == []
+    found = held.search(other, "fact 3", limit=10, mode="hybrid", rrf_k=60, weights=(1.0, 1.0), tiers=False, now=now)
+    assert [h.memory.id for h in found.hits] == ["m3"] and found.hits[0].cosine == -1.0  # by its words only

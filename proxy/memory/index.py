@@ -141,12 +141,13 @@ class UserIndex:
         n = max(limit, 50)
         query = np.asarray(embedding, dtype=np.float32)
         norm = float(np.linalg.norm(query))
+        comparable = self.has_vector & (len(query) == self.vectors.shape[1] and norm > 0)  # as the SQL's dims check
         cosine = np.full(len(self.memories), -1.0)
-        if len(query) == self.vectors.shape[1] and norm > 0:
-            cosine = np.where(self.has_vector, self.vectors @ (query / norm), -1.0)
+        if comparable.any():
+            cosine = np.where(comparable, self.vectors @ (query / norm), -1.0)
         fused = np.zeros(len(self.memories))
         if mode != "text":
-            fused += _rrf(np.where(self.has_vector & live, cosine, -np.inf), n, weights[0], rrf_k)
+            fused += _rrf(np.where(comparable & live, cosine, -np.inf), n, weights[0], rrf_k)
         words = query_lexemes(text) if text else []
         bm25, matched = self._bm25(words if mode != "vector" else [])
         if mode != "vector":
