@@ -63,7 +63,8 @@ def create_app(settings: Settings, http_client: httpx.AsyncClient | None = None,
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        async with open_services(settings, http_client, wait_for_database=False, clock=clock) as services:
+        async with open_services(settings, http_client, wait_for_database=False, search_index=True,
+                                 clock=clock) as services:
             app.state.services = services
             stop = asyncio.Event()
             worker_task = None

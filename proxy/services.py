@@ -106,12 +106,14 @@ async def supervise(embedded: EmbeddedPostgres) -> None:
 
 @asynccontextmanager
 async def open_services(settings: Settings, http_client: httpx.AsyncClient | None = None, *,
-                        wait_for_database: bool = True,
+                        wait_for_database: bool = True, search_index: bool = False,
                         clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> AsyncIterator[Services]:
     """Database (migrated), pool, HTTP clients, embedder and memory LLM; all closed on exit.
     A given `http_client` (tests: mocked by respx) is used for every outside call and not closed here.
     With `wait_for_database` false (serve, worker) a database that is down does not stop the start:
-    it is migrated in the background when it answers (`services.ready`)."""
+    it is migrated in the background when it answers (`services.ready`). `search_index` (the chat
+    server): users' memories held for search, with their change listener (memory/index.py); the CLI and
+    the standalone worker do without (no listener connection)."""
     async with database(settings) as conninfo:
         ready = asyncio.Event()
         if wait_for_database:
@@ -135,10 +137,12 @@ async def open_services(settings: Settings, http_client: httpx.AsyncClient | Non
                                 llm=MemoryLLM(settings.memory_llm, clients[0]), ready=ready, outbox=outbox,
                                 clock=clock, uses=UseCounts(pool),
                                 indexes=Indexes(pool, model=settings.embedding.model,
-                                                budget_bytes=settings.retrieval.index_mb << 20))
+                                                budget_bytes=settings.retrieval.index_mb << 20 if search_index else 0))
+            holding = search_index and settings.retrieval.index_mb > 0
             outbox_task = asyncio.create_task(outbox.run(stop_outbox))
             uses_task = asyncio.create_task(services.uses.run(stop_outbox))
-            index_task = asyncio.create_task(services.indexes.run(conninfo, stop_outbox))
+            index_task = asyncio.create_task(services.indexes.run(conninfo, stop_outbox) if holding
+                                             else stop_outbox.wait())
             await services.embedder.warm_up()  # before serving: the first turn retrieves within its budget
             try:
                 yield services

