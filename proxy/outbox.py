@@ -80,6 +80,8 @@ class Outbox:
         self.spool_dir = spool_dir
         self.capacity = capacity
         self._held: deque[_Held] = deque()
+        self._waiting: list[tuple[PendingJob, asyncio.Future[Written]]] = []  # for the write in flight to end
+        self._writer: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         if spool_dir:
             self._take_over_spool(spool_dir)
@@ -91,13 +93,39 @@ class Outbox:
     async def put(self, job: PendingJob) -> None:
         """Write `job` now if the database takes it within WRITE_TIMEOUT_S, else hold it; never raises."""
         if self.ready.is_set() and not self._held:
-            written = await self._write(job)
+            written = await self._write_together(job)
             if written is Written.OK:
                 return
             if written is Written.REFUSED:
                 self._reject(job, None)
                 return
         await self._hold(job)  # behind older held jobs too, so that a user's turns keep their order
+
+    async def _write_together(self, job: PendingJob) -> Written:
+        """`_write`, shared (group commit): the jobs of turns that end while a write is in flight go together
+        in the next one, one transaction for all (at c=16, ~1 ms of CPU per turn was its job's own
+        transaction). A refused batch is written again job by job, so that only the refused one is set aside."""
+        written: asyncio.Future[Written] = asyncio.get_running_loop().create_future()
+        self._waiting.append((job, written))
+        if self._writer is None:
+            self._writer = asyncio.create_task(self._write_waiting())
+        return await asyncio.shield(written)
+
+    async def _write_waiting(self) -> None:
+        batch: list[tuple[PendingJob, asyncio.Future[Written]]] = []
+        try:
+            while self._waiting:
+                batch, self._waiting = self._waiting, []
+                together = await self._write([job for job, _ in batch])
+                for job, written in batch:
+                    written.set_result(await self._write([job]) if together is Written.REFUSED and len(batch) > 1
+                                       else together)
+                batch = []
+        finally:
+            self._writer = None
+            for _, written in [*batch, *self._waiting]:  # only if this task was cancelled: the turns hold
+                if not written.done():                   # their jobs instead of waiting forever
+                    written.set_result(Written.UNAVAILABLE)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Write held jobs whenever there are some and the schema is ready, until `stop`; then try once more.
@@ -120,7 +148,7 @@ class Outbox:
         """Write held jobs in order; a refused one is set aside, an unavailable database stops the round."""
         while self._held:
             held = self._held[0]
-            written = await self._write(held.job)
+            written = await self._write([held.job])
             if written is Written.UNAVAILABLE:
                 break
             self._held.popleft()
@@ -194,12 +222,13 @@ class Outbox:
             (path.parent / "rejected").mkdir(exist_ok=True)
             os.replace(path, path.parent / "rejected" / path.name)
 
-    async def _write(self, job: PendingJob) -> Written:
+    async def _write(self, batch: list[PendingJob]) -> Written:
+        """Write the jobs in one transaction: all written, or none (refused, or the database unavailable)."""
         # Shielded: a client disconnect must not abandon a write half-way; bounded by the timeout.
         with anyio.move_on_after(WRITE_TIMEOUT_S, shield=True) as scope:
             try:
                 async with self.pool.connection() as conn:
-                    await jobs.enqueue(conn, user_id=job.user_id, said_at=job.said_at, payload=job.payload)
+                    await jobs.enqueue_many(conn, [(job.user_id, job.payload, job.said_at) for job in batch])
             except _REFUSED as exc:
                 log.warning("job_write_refused", error=f"{type(exc).__name__}: {exc}"[:300])
                 return Written.REFUSED
@@ -212,5 +241,5 @@ class Outbox:
         if scope.cancelled_caught:
             log.warning("job_write_failed", error=f"timed out after {WRITE_TIMEOUT_S}s", held=len(self._held))
             return Written.UNAVAILABLE
-        JOB_EVENTS.labels("enqueued").inc()
+        JOB_EVENTS.labels("enqueued").inc(len(batch))
         return Written.OK

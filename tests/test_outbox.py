@@ -7,6 +7,7 @@ import json
 import os
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -98,3 +99,35 @@ async def test_past_capacity_the_oldest_held_job_is_dropped_from_disk_too(tmp_pa
     assert held == ["turn 1", "turn 2"]
     assert metric("memory_proxy_jobs_total", event="dropped") == dropped + 1
 
+
+
+async def test_jobs_of_turns_that_end_together_are_written_together(database_url: str, tmp_path: Path,
+                                                                     ready: asyncio.Event,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Group commit: 20 turns ending at once cost one or two transactions, not 20, and keep each user's
+    order; a job the database refuses among them is set aside alone, and no other is lost."""
+    from proxy.store import jobs
+
+    batches: list[int] = []
+    enqueue_many = jobs.enqueue_many
+
+    async def counted(conn: Any, batch: Any) -> list[int]:
+        batches.append(len(batch))
+        return await enqueue_many(conn, batch)
+
+    monkeypatch.setattr(jobs, "enqueue_many", counted)
+    async with make_pool(database_url, 2) as pool:
+        outbox = Outbox(pool, ready, tmp_path)
+        await asyncio.gather(*(outbox.put(job(USER_A if i % 2 else USER_B, f"fact {i}")) for i in range(20)))
+        assert sum(batches) == 20 and len(batches) <= 2
+
+        rejected = metric("memory_proxy_jobs_total", event="rejected")
+        turns = [job(USER_A, f"later {i}") for i in range(5)]
+        turns.insert(2, job("bad\x00user", "I live in Lyon."))
+        await asyncio.gather(*(outbox.put(turn) for turn in turns))
+        assert len(outbox) == 0
+    assert metric("memory_proxy_jobs_total", event="rejected") == rejected + 1
+    written = await job_rows(database_url)
+    assert [m for u, m in written if u == USER_A] == [*(f"fact {i}" for i in range(1, 20, 2)),
+                                                      *(f"later {i}" for i in range(5))]  # in order
+    assert sorted(m for u, m in written if u == USER_B) == sorted(f"fact {i}" for i in range(0, 20, 2))

@@ -5,14 +5,15 @@ in *one* transaction with the memory writes (`complete` runs inside the caller's
 only succeeds while this worker still holds the lease): a crash or a lost lease can then never apply
 a job twice. A queue library runs jobs outside our transaction and would give at-least-once effects.
 
-Row-level security (scope.py): `enqueue` runs in its user's scope; the queue's upkeep (claim, leases,
+Row-level security (scope.py): `enqueue` runs in its user's scope (a batch of several users' jobs in
+all users'); the queue's upkeep (claim, leases,
 release) and the operator's views are cross-user and run with all users; `complete` and `fail` run in the
 caller's scope, which the worker sets to the job's user.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -35,15 +36,23 @@ class Job:
 
 
 async def enqueue(conn: AsyncConnection[Any], *, user_id: str, payload: dict[str, Any], said_at: datetime) -> int:
-    async with in_user_scope(conn, user_id):
+    return (await enqueue_many(conn, [(user_id, payload, said_at)]))[0]
+
+
+async def enqueue_many(conn: AsyncConnection[Any],
+                       batch: Sequence[tuple[str, dict[str, Any], datetime]]) -> list[int]:
+    """Write (user_id, payload, said_at) jobs in one statement, announced once (PostgreSQL folds identical
+    notifications): several users' turns that ended together (outbox.py's group commit) in every user's
+    scope, one user's in theirs."""
+    users = {user_id for user_id, _, _ in batch}
+    async with in_user_scope(conn, users.pop()) if len(users) == 1 else in_all_users(conn):
         cur = await conn.execute(
-            "WITH job AS (INSERT INTO memory_jobs (user_id, payload, said_at) VALUES (%s, %s, %s) RETURNING id)"
+            "WITH job AS (INSERT INTO memory_jobs (user_id, payload, said_at)"
+            " SELECT * FROM unnest(%s::text[], %s::jsonb[], %s::timestamptz[]) RETURNING id)"
             " SELECT id, pg_notify(%s, '') FROM job",
-            [user_id, Jsonb(payload), said_at, CHANNEL],
+            [[u for u, _, _ in batch], [Jsonb(p) for _, p, _ in batch], [t for _, _, t in batch], CHANNEL],
         )
-    row = await cur.fetchone()
-    assert row is not None
-    return int(row[0])
+    return [int(row[0]) for row in await cur.fetchall()]
 
 
 async def announced(conn: AsyncConnection[Any]) -> AsyncIterator[None]:
