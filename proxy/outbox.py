@@ -1,6 +1,7 @@
 """Formation jobs on their way to the database: written at once, or held (and spooled to disk) until it answers.
 
-A chat turn's job is written before its request ends. When the database is down, slow or not migrated
+A chat turn's job is written before its request ends, together with the jobs of the turns that ended
+while the previous write was in flight (group commit: one transaction for all). When the database is down, slow or not migrated
 yet, the job is held instead of being lost: kept in order in memory and spooled as one small file in
 `<data dir>/outbox/` (written and fsynced before the request ends), so that it survives a restart of
 the proxy too. A background loop writes the held jobs in arrival order as soon as the database answers
@@ -38,7 +39,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from .observability import JOB_EVENTS, OUTBOX_JOBS, log
 from .store import jobs
 
-WRITE_TIMEOUT_S = 2.0  # one attempt; a request never waits longer than this for its job to be written
+WRITE_TIMEOUT_S = 2.0  # one attempt; a request waits at most two (the write in flight, then its own)
 RETRY_S = 1.0
 # What a refused job looks like: the value, not the connection, is at fault. Everything else (connection
 # lost, timeout, pool exhausted, schema not there yet) is the database being unavailable: hold and retry.
