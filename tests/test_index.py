@@ -336,3 +336,13 @@ def test_a_query_of_another_dimension_is_never_compared() -> None:
     assert found.hits == []
     found = held.search(other, "fact 3", limit=10, mode="hybrid", rrf_k=60, weights=(1.0, 1.0), tiers=False, now=now)
     assert [h.memory.id for h in found.hits] == ["m3"] and found.hits[0].cosine == -1.0  # by its words only
+
+
+@pytest.mark.parametrize("text", ["O'Brien's dog and the dogs' bones", "a back\\slash, a 'quote' and ''two''",
+                                  "run run run, ran; running!"])
+async def test_a_memorys_words_are_read_as_postgresql_holds_them(db: Any, text: str) -> None:
+    cur = await db.execute("SELECT to_tsvector('english', %s)::text, tsvector_to_array(to_tsvector('english', %s)),"
+                           " (SELECT array_agg(cardinality(positions)) FROM unnest(to_tsvector('english', %s)))",
+                           [text, text, text])
+    as_text, lexemes, counts = await cur.fetchone()
+    assert snapshot.terms(as_text) == dict(zip(lexemes, counts, strict=True))

@@ -119,8 +119,9 @@ async def _search(pool: psycopg_pool.AsyncConnectionPool, indexes: Indexes | Non
                   user_id: str, query: str, vector: list[float] | None, settings: RetrievalSettings, *,
                   tiers: bool, started: float | None = None) -> search.Found:
     """In the user's in-process index when it is held (memory/index.py), else in PostgreSQL."""
-    options: dict[str, Any] = {"limit": settings.top_k * CANDIDATES_PER_RESULT, "mode": settings.mode,
-               "rrf_k": settings.ranking.rrf_k, "weights": (1.0, settings.ranking.text_weight), "tiers": tiers}
+    options: dict[str, Any] = {
+        "limit": settings.top_k * CANDIDATES_PER_RESULT, "mode": settings.mode, "rrf_k": settings.ranking.rrf_k,
+        "weights": (1.0, settings.ranking.text_weight), "tiers": tiers}
     index = indexes.get(user_id) if indexes is not None else None
     if index is not None:
         return index.search(vector, query, now=datetime.now(UTC), **options)
