@@ -41,6 +41,10 @@ d  ``HNSW iterative`` — ``CREATE INDEX ... ON vectors USING hnsw ((embedding::
    ``hnsw.ef_search = 100`` and the default ``hnsw.max_scan_tuples = 20000``, then re-sorted. Built
    at sizes up to 200k, and above only if its build time extrapolated (n log n) from a smaller size
    measured in the same run is under ``--hnsw-max-minutes`` (30).
+f  ``in-process index`` — not SQL: each measured user's memories read once from the same table
+   (``proxy.store.snapshot.read_user``) into ``proxy.memory.index.UserIndex`` and searched as a chat
+   turn searches it after its first turn (tiers, both arms, similarities; the same queries and words as
+   plan a); also the cost of a read and a build, and the memory held.
 
 Every query is timed client-side (psycopg 3, unix socket, autocommit), after ``--warmup`` queries per
 case; p50/p95/p99 in ms; a case stops early after ``--case-seconds`` (at least 20 queries; the
@@ -518,7 +522,7 @@ def markdown(rows: list[Row]) -> list[str]:
 # -------------------------------------------------------------------------------------------- main
 
 def measure_index(uri: str, ds: Dataset, queries: int, warmup: int, seed: int) -> tuple[list[Row], list[str]]:
-    """Plan e: the in-process index (proxy/memory/index.py) of each measured user, read once from this
+    """Plan f: the in-process index (proxy/memory/index.py) of each measured user, read once from this
     table, then searched as a chat turn searches it (tiers, both arms, similarities): no database work.
     Also the cost of a load (read + build), which a user pays again after each change to their memories."""
     from proxy.memory.index import UserIndex
@@ -565,7 +569,7 @@ def measure_index(uri: str, ds: Dataset, queries: int, warmup: int, seed: int) -
                 tr = truth(ids, vecs, q, min_score)
                 n_truth += len(tr)
                 hits += len(tr & set(got))
-            rows.append(Row(ds.n, size, "e in-process index (memory/index.py), from a list of floats", min_score,
+            rows.append(Row(ds.n, size, "f in-process index (memory/index.py), from a list of floats", min_score,
                             statistics.median(lat), pct(lat, 95), pct(lat, 99),
                             hits / n_truth if n_truth else None, "0 (no database)", "—", got_n / len(lat), len(lat)))
             log(f"  N={ds.n:,} user={size:>6,} in-process index min={min_score:>4} p50 {rows[-1].p50:7.2f}"
@@ -614,7 +618,7 @@ def run_size(n: int, args: argparse.Namespace, hnsw_rate: dict[str, float], repo
         report += ["", f"Load rate: {n / times['COPY vectors (s)']:,.0f} vectors/s (binary COPY)."]
         if hnsw_note:
             report += ["", hnsw_note + "."]
-        report += ["", *sizes, "", *markdown(rows), "", "In-process index loads (plan e):", "", *loads, ""]
+        report += ["", *sizes, "", *markdown(rows), "", "In-process index loads (plan f):", "", *loads, ""]
     finally:
         if server is not None:
             server.cleanup()
