@@ -1,12 +1,12 @@
 """Formation jobs on their way to the database: written at once, or held (and spooled to disk) until it answers.
 
 A chat turn's job is written before its request ends, together with the jobs of the turns that ended
-while the previous write was in flight (group commit: one transaction for all). When the database is down, slow or not migrated
-yet, the job is held instead of being lost: kept in order in memory and spooled as one small file in
-`<data dir>/outbox/` (written and fsynced before the request ends), so that it survives a restart of
-the proxy too. A background loop writes the held jobs in arrival order as soon as the database answers
-again (retrying every `RETRY_S`), deleting each spool file once its job is in the database. A new start
-takes over the spool files a previous run left.
+while the previous write was in flight (group commit: one transaction for all). When the database is
+down, slow or not migrated yet, the job is held instead of being lost: kept in order in memory and
+spooled as one small file in `<data dir>/outbox/` (written and fsynced before the request ends), so
+that it survives a restart of the proxy too. A background loop writes the held jobs in arrival order as
+soon as the database answers again (retrying every `RETRY_S`), deleting each spool file once its job is
+in the database. A new start takes over the spool files a previous run left.
 
 A job the database refuses for what it is, not for being down (a value PostgreSQL cannot store, such
 as NUL in a user id), is set aside: moved to `<data dir>/outbox/rejected/`, logged and counted

@@ -207,7 +207,7 @@ class RetrievalSettings:
         "gets all of them, newest first, without a search (seed 004); 0: always search.",
         _rule(int, lambda n: 0 <= n <= 10, "must be 0 to 10"), in_code=True)
     index_mb: int = env("RETRIEVAL_INDEX_MB", "256", "MB of users' memories held between turns, searched without "
-        "the database (least recently used dropped first); 0: PostgreSQL every turn.", _rule(int, lambda n: n >= 0, "must be 0 or more"), in_code=True)
+        "the database (LRU); 0: PostgreSQL always.", _rule(int, lambda n: n >= 0, "must be 0 or more"), in_code=True)
     token_budget: int = env("INJECT_TOKEN_BUDGET", "1000", "Most tokens of memories injected per turn "
         "(always-on tier of pinned and identity memories first, at most half of it, then the query tier).",
         _positive_int, in_code=True)

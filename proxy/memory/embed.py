@@ -5,7 +5,8 @@ Both providers speak the same wire format (`POST {base}/embeddings` with `{"mode
 (any OpenAI-compatible server). Embedding is on every chat turn's critical path, so the request is
 made with our own httpx client and parsed with `json` instead of an SDK. Measured per 1024-d call
 (CPU, mocked transport): mistralai SDK 4.6 ms, openai SDK 3.0 ms (its typed parse visits every
-float), httpx + json 1.2 ms; vectors come as base64 (`encoding_format`, both APIs offer it). The SDKs stay where they earn their keep: mistralai drives the memory
+float), httpx + json 1.2 ms; vectors come as base64 (`encoding_format`, both
+APIs offer it). The SDKs stay where they earn their keep: mistralai drives the memory
 LLM through instructor, off the request path. No retries: retrieval runs under a time budget, and a
 failure simply means a turn without memories.
 """

@@ -64,8 +64,8 @@ HEARTBEAT_S, HEARTBEAT_TIMEOUT_S = 10.0, 5.0  # the listener proves it hears, or
 MAX_USERS = 100_000  # entries held, indexes and "searched in SQL" marks together
 # A listener over TCP that never hears anything cannot tell a quiet database from a dead link: keepalives
 # make a dead link an error within ~25 s (ignored on the embedded database's unix socket).
-LISTENER_OPTIONS: dict[str, Any] = {"connect_timeout": 10, "keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5,
-                    "keepalives_count": 3}
+LISTENER_OPTIONS: dict[str, Any] = {"connect_timeout": 10, "keepalives": 1, "keepalives_idle": 10,
+                                    "keepalives_interval": 5, "keepalives_count": 3}
 _NEVER = math.inf
 
 
@@ -187,7 +187,8 @@ class UserIndex:
         return total, matched
 
 
-def _sharing(rows: Sequence[snapshot.LinkRow], vectors: np.ndarray, has_vector: np.ndarray) -> tuple[snapshot.LinkRow, ...]:
+def _sharing(rows: Sequence[snapshot.LinkRow], vectors: np.ndarray,
+             has_vector: np.ndarray) -> tuple[snapshot.LinkRow, ...]:
     """`rows` whose embeddings are now views of `vectors` (unit length): each vector is held once. (A
     dataclasses.replace per row was a third of the build: 10 ms at 1,000 memories.)"""
     for i in np.flatnonzero(has_vector):
