@@ -322,6 +322,54 @@ async def test_a_changed_users_index_is_read_again_from_its_rows(db: Any, indexe
     assert read_whole == [ids[3]]
 
 
+async def test_a_changed_index_is_read_again_before_the_users_next_turn(db: Any, indexes: Indexes,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Formation changes a user's memories seconds after a turn: the index is read again then, once for a
+    burst of changes, so that the next turn finds it fresh instead of searching in SQL."""
+    monkeypatch.setattr(index_module, "REFRESH_DELAY_S", 0.5)
+    await seed(db, count=6)
+    await indexes.caught_up()
+    assert await indexes.ready(USER_A) is not None
+    reads = 0
+    read_user = snapshot.read_user
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        nonlocal reads
+        reads += 1
+        return await read_user(*args, **kwargs)
+
+    monkeypatch.setattr(snapshot, "read_user", counted)
+    new = [await add(db, f"User moved to city {i}.", basis((7, 1.0))) for i in range(3)]
+    await indexes.caught_up()
+    assert indexes.fresh(USER_A) is None  # changed: not served
+    await until(lambda: (held := indexes.fresh(USER_A)) is not None and set(new) <= set(held.position))
+    assert reads == 1
+    hits = metric("memory_proxy_index_lookups_total", result="hit")
+    assert indexes.get(USER_A) is not None
+    assert metric("memory_proxy_index_lookups_total", result="hit") == hits + 1
+
+
+async def test_a_refresh_overtaken_by_a_change_reads_again(db: Any, indexes: Indexes,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(index_module, "REFRESH_DELAY_S", 0.01)
+    await seed(db, count=6)
+    await indexes.caught_up()
+    assert await indexes.ready(USER_A) is not None
+    late: list[str] = []
+    read_user = snapshot.read_user
+
+    async def overtaken(*args: Any, **kwargs: Any) -> Any:
+        rows = await read_user(*args, **kwargs)
+        if not late:  # a change commits after this read, before it is stored
+            late.append(await add(db, "User adopted a cat.", basis((8, 1.0))))
+            await indexes.caught_up()
+        return rows
+
+    monkeypatch.setattr(snapshot, "read_user", overtaken)
+    first = await add(db, "User moved to Lisbon.", basis((7, 1.0)))
+    await until(lambda: (held := indexes.fresh(USER_A)) is not None and {first, *late} <= set(held.position))
+
+
 def test_a_query_of_another_dimension_is_never_compared() -> None:
     """As the SQL's dimension check: a 384-d query (another model) ranks nothing by vector."""
     now = datetime.now(UTC)

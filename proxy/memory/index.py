@@ -10,10 +10,11 @@ the candidates' similarities to each other for MMR (exact cosines instead of the
 
 Staying true to the database:
 - every change to a user's memories notifies `memory_changed` with md5(user id) at commit (0008), and the
-  listener (`Indexes.run`, one connection per process) stops serving that user's index: the next turn is
-  searched in SQL while the rows whose version changed are read again (the rest are kept). A change is
-  seen as soon as its notification arrives (a turn already running may still use the older memories, as
-  a turn that started before the commit would in SQL);
+  listener (`Indexes.run`, one connection per process) stops serving that user's index and reads again,
+  REFRESH_DELAY_S later, only the rows whose version changed (the rest are kept): formation changes a
+  user's memories seconds after a turn, so the next turn finds the index fresh. A turn that comes first
+  is searched in SQL. A change is seen as soon as its notification arrives (a turn already running may
+  still use the older memories, as a turn that started before the commit would in SQL);
 - while the listener is not connected (starting, database down) or fails its heartbeat (a notification
   to itself every HEARTBEAT_S), no index is used at all, and every index is read again (by version)
   when it listens again: a notification missed is an index never trusted;
@@ -62,6 +63,7 @@ CONCURRENT_LOADS = 2
 LISTEN_RETRY_MAX_S = 30.0
 HEARTBEAT_S, HEARTBEAT_TIMEOUT_S = 10.0, 5.0  # the listener proves it hears, or is replaced
 MAX_USERS = 100_000  # entries held, indexes and "searched in SQL" marks together
+REFRESH_DELAY_S = 0.2  # a held index is read again this long after a change is heard: a burst is read once
 # A listener over TCP that never hears anything cannot tell a quiet database from a dead link: keepalives
 # make a dead link an error within ~25 s (ignored on the embedded database's unix socket).
 LISTENER_OPTIONS: dict[str, Any] = {"connect_timeout": 10, "keepalives": 1, "keepalives_idle": 10,
@@ -252,9 +254,13 @@ class Indexes:
             return entry.index
         INDEX_LOOKUPS.labels("miss").inc()
         if key not in self._loading:
-            base = entry.index if entry is not None and entry.user_id == user_id else None
-            self._loading[key] = _Load(asyncio.create_task(self._load(user_id, key, base)))
+            self._start(user_id, key, entry.index if entry is not None and entry.user_id == user_id else None)
         return None
+
+    def fresh(self, user_id: str) -> UserIndex | None:
+        """The user's index if it is held and no change was heard since it was read (no load, no count)."""
+        entry = self._held.get(snapshot.user_key(user_id))
+        return entry.index if entry is not None and entry.user_id == user_id and not entry.stale else None
 
     async def ready(self, user_id: str) -> UserIndex | None:
         """The user's index, waiting for a load (tests and benchmarks; a turn never waits)."""
@@ -282,6 +288,18 @@ class Indexes:
             self._loading[key].stale = True
         if key in self._held:
             self._held[key].stale = True
+            self._refresh(key)
+
+    def _refresh(self, key: str) -> None:
+        """Read a held index again soon after a change, without waiting for the user's next turn (users
+        searched in SQL by size wait for it: a read of a user too big to hold can cost seconds)."""
+        entry = self._held.get(key)
+        if (self.listening and key not in self._loading and entry is not None and entry.stale
+                and entry.index is not None):
+            self._start(entry.user_id, key, entry.index, delay=REFRESH_DELAY_S)
+
+    def _start(self, user_id: str, key: str, base: UserIndex | None, delay: float = 0.0) -> None:
+        self._loading[key] = _Load(asyncio.create_task(self._load(user_id, key, base, delay)))
 
     def drop_all(self) -> None:
         """Trust nothing held (the listener may have missed changes): every index is read again before use,
@@ -297,8 +315,11 @@ class Indexes:
             self._bytes -= entry.nbytes
         INDEX_USERS.set(len(self._held))
 
-    async def _load(self, user_id: str, key: str, base: UserIndex | None) -> None:
+    async def _load(self, user_id: str, key: str, base: UserIndex | None, delay: float = 0.0) -> None:
         try:
+            if delay:
+                await asyncio.sleep(delay)
+                self._loading[key].stale = False  # what was heard so far was committed before this read
             held = {row.id: row for row in base.rows} if base is not None else None
             async with self._loads, asyncio.timeout(LOAD_TIMEOUT_S), self._pool.connection() as conn:
                 rows = await snapshot.read_user(conn, user_id, MAX_MEMORIES, held)
@@ -307,20 +328,24 @@ class Indexes:
                 index = await asyncio.to_thread(UserIndex.of, rows, self._model)
                 if index.nbytes > self._budget / 8:
                     index = None
-            if self._loading[key].stale or not self.listening:
-                return
-            self._drop(key)
-            self._held[key] = entry = _Entry(user_id, index)
-            self._bytes += entry.nbytes
-            while self._bytes > self._budget or len(self._held) > MAX_USERS:
-                self._drop(next(iter(self._held)))
-            INDEX_USERS.set(len(self._held))
+            if not self._loading[key].stale and self.listening:
+                self._store(key, _Entry(user_id, index))
         except (psycopg.Error, psycopg_pool.PoolTimeout, OSError, TimeoutError) as exc:
             log.warning("memory_index_load_failed", error=f"{type(exc).__name__}: {exc}"[:300])
         except Exception:  # noqa: BLE001 - a bug here must not break chat: the user is searched in SQL
             log.exception("memory_index_load_failed")
         finally:
-            del self._loading[key]
+            load = self._loading.pop(key)
+        if load.stale:
+            self._refresh(key)  # overtaken by a change: read again once the burst is over (not if cancelled)
+
+    def _store(self, key: str, entry: _Entry) -> None:
+        self._drop(key)
+        self._held[key] = entry
+        self._bytes += entry.nbytes
+        while self._bytes > self._budget or len(self._held) > MAX_USERS:
+            self._drop(next(iter(self._held)))
+        INDEX_USERS.set(len(self._held))
 
     async def run(self, conninfo: str, stop: asyncio.Event) -> None:
         """Listen for changes until `stop`; reconnect with backoff, trusting no index while not listening."""
