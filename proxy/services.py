@@ -13,7 +13,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from .breaker import Breaker
-from .memory.embed import Embedder, build_embedder
+from .memory.embed import Embedder, WordsEmbedder, build_embedder
 from .memory.index import Indexes
 from .memory.llm import MemoryLLM
 from .memory.uses import UseCounts
@@ -132,12 +132,15 @@ async def open_services(settings: Settings, http_client: httpx.AsyncClient | Non
             outbox = Outbox(pool, ready, settings.server.data_dir / "outbox",
                             rejected_days=settings.maintenance.dead_job_days)
             stop_outbox = asyncio.Event()
-            services = Services(settings=settings, pool=pool, upstream=upstream,
-                                embedder=build_embedder(settings.embedding, clients[0]),
+            embedder = build_embedder(settings.embedding, clients[0])
+            tokenize = (embedder.tokens_sync  # late interaction (memory/late.py): the local model's word states
+                        if isinstance(embedder, WordsEmbedder) and settings.retrieval.ranking.late_weight > 0 else None)
+            services = Services(settings=settings, pool=pool, upstream=upstream, embedder=embedder,
                                 llm=MemoryLLM(settings.memory_llm, clients[0]), ready=ready, outbox=outbox,
                                 clock=clock, uses=UseCounts(pool),
                                 indexes=Indexes(pool, model=settings.embedding.model,
-                                                budget_bytes=settings.retrieval.index_mb << 20 if search_index else 0))
+                                                budget_bytes=settings.retrieval.index_mb << 20 if search_index else 0,
+                                                tokenize=tokenize))
             holding = search_index and settings.retrieval.index_mb > 0
             outbox_task = asyncio.create_task(outbox.run(stop_outbox))
             uses_task = asyncio.create_task(services.uses.run(stop_outbox))

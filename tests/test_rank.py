@@ -122,3 +122,13 @@ def test_defaults_are_the_documented_ones() -> None:
         (60, 0.8, 0.15, 0.05, 0.7)
     assert ranking.half_life_days == {"identity": None, "preference": 180.0, "relationship": 365.0,
                                       "project": 60.0, "context": 7.0, "temporary": 1.0}
+
+
+def test_the_best_fused_score_counts_the_late_interaction_arm_when_it_ran() -> None:
+    settings = RankingSettings(rrf_k=20, text_weight=4.0)
+    assert best_fused("hybrid", settings) == pytest.approx(5 / 21)
+    assert best_fused("hybrid", settings, late_weight=8.0) == pytest.approx(13 / 21)
+    first_everywhere = hit("top", fused=13 / 21)
+    [ranked] = rank([first_everywhere], top_k=1, min_score=0.0, mode="hybrid", now=NOW, settings=settings,
+                    late_weight=8.0)
+    assert ranked.score == pytest.approx(0.8 + 0.15 * 1.0)  # relevance 1, recency 1 (said now), no uses

@@ -177,8 +177,11 @@ async def test_maintenance_expires_merges_and_prunes_into_the_history(db: Any, d
 def test_per_provider_defaults() -> None:
     local = load_settings(make_env("postgresql://x/y", __import__("pathlib").Path("/tmp"), EMBEDDING_PROVIDER="local",
                                    RETRIEVAL_INJECT_ALL_BELOW="5"))
-    assert (local.embedding.model, local.retrieval.min_score, local.retrieval.ranking.text_weight) == \
-        ("all-minilm-l6-v2-int8", 0.35, 4.0)
+    ranking = local.retrieval.ranking
+    assert (local.embedding.model, local.retrieval.min_score, ranking.text_weight, ranking.rrf_k) == \
+        ("all-minilm-l6-v2-int8", 0.35, 4.0, 20)
     default = load_settings({})
-    assert (default.embedding.model, default.retrieval.min_score, default.retrieval.ranking.text_weight) == \
-        ("mistral-embed", 0.8, 1.0)
+    ranking = default.retrieval.ranking
+    assert (default.embedding.model, default.retrieval.min_score, ranking.text_weight, ranking.rrf_k) == \
+        ("mistral-embed", 0.8, 1.0, 60)
+    assert load_settings({"EMBEDDING_PROVIDER": "local", "RETRIEVAL_RRF_K": "60"}).retrieval.ranking.rrf_k == 60

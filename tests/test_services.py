@@ -6,10 +6,12 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import psycopg
+import pytest
 
 from proxy.breaker import Breaker
 from proxy.services import open_services
@@ -55,3 +57,37 @@ async def test_after_repeated_database_failures_turns_skip_the_memory_side(
         "memory_proxy_fail_open_total", reason="database_timeout")
     assert after - tried == Breaker().threshold  # three turns tried the database …
     assert metric("memory_proxy_fail_open_total", reason="breaker_open") - skipped == 3  # … the others did not
+
+
+async def test_with_the_local_embedder_held_indexes_rank_by_late_interaction(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """EMBEDDING_PROVIDER=local: the index a turn searches holds its memories' word states, and a query
+    brings its own, so the late-interaction arm (memory/late.py) runs in the fusion."""
+    from proxy.memory.document import embedding_text
+    from proxy.memory.index import UserIndex
+    from proxy.memory.retrieve import retrieve_memories
+    from proxy.store.memories import add_memory
+
+    settings = load_settings({"MEMORY_PROXY_DATA_DIR": str(tmp_path), "PROXY_API_KEYS": PROXY_KEY,
+                              "EMBEDDING_PROVIDER": "local"})
+    facts = ["User's daughter plays the cello.", "User bought a red bicycle.", "User works night shifts.",
+             "User is allergic to cats.", "User grows tomatoes on the balcony.", "User reads Russian novels."]
+    async with open_services(settings, search_index=True) as services:
+        async with asyncio.timeout(30):
+            while not services.indexes.listening:
+                await asyncio.sleep(0.01)
+        vectors = await services.embedder.embed([embedding_text(f, datetime.now(UTC)) for f in facts])
+        async with services.pool.connection() as conn:
+            for fact, vector in zip(facts, vectors, strict=True):
+                await add_memory(conn, user_id=USER_A, content=fact, embedding=vector, model=services.embedder.model)
+        await services.indexes.caught_up()
+        held = await services.indexes.ready(USER_A)
+        assert held is not None and all(t is not None and len(t.codes) > 3 for t in held.tokens)
+        searched: list[Any] = []
+        search = UserIndex.search
+        monkeypatch.setattr(UserIndex, "search", lambda self, *a, **k: searched.append(s := search(self, *a, **k)) or s)
+        found = await retrieve_memories(pool=services.pool, embedder=services.embedder, user_id=USER_A,
+                                        query="What instrument does my kid play?", settings=settings.retrieval,
+                                        indexes=services.indexes)
+        assert searched[-1].late_weight == settings.retrieval.ranking.late_weight == 8.0
+        assert found[0].content == facts[0]

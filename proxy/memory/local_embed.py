@@ -34,6 +34,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import MemoryUnavailable
+from .late import Tokens
+from .lexemes import STOP_WORDS
 
 MODEL_NAME = "all-minilm-l6-v2-int8"
 DIMENSIONS = 384
@@ -79,16 +81,30 @@ class _Model:
                                              providers=["CPUExecutionProvider"])
         self._inputs = {i.name for i in self._session.get_inputs()}
 
-    def encode(self, texts: list[str]) -> np.ndarray:
+    def encode(self, texts: list[str], states: list[np.ndarray] | None = None) -> np.ndarray:
+        """Unit vectors of `texts`; with `states`, also each text's token states appended to it, in order
+        (unit vectors of its word pieces in context, without [CLS] and [SEP]: memory/late.py)."""
         encodings = self._tokenizer.encode_batch(texts)
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
         out = np.empty((len(texts), DIMENSIONS), dtype=np.float32)
+        by_text: dict[int, np.ndarray] = {}
         for start in range(0, len(order), BATCH_SIZE):
             chunk = order[start:start + BATCH_SIZE]
-            out[chunk] = self._run([encodings[i] for i in chunk])
+            out[chunk], hidden = self._run([encodings[i] for i in chunk])
+            for row, i in enumerate(chunk) if states is not None else ():
+                words = hidden[row, 1:len(encodings[i].ids) - 1]
+                by_text[i] = words / np.clip(np.linalg.norm(words, axis=1, keepdims=True), 1e-12, None)
+        if states is not None:
+            states.extend(by_text[i] for i in range(len(texts)))
         return out
 
-    def _run(self, encodings: list[Any]) -> np.ndarray:
+    def words(self, text: str) -> np.ndarray:
+        """Which of `text`'s word pieces (as `encode` lists their states) are words of a query: whole
+        alphanumeric pieces that are not stop words (no punctuation, no "##" continuation)."""
+        pieces = self._tokenizer.encode(text).tokens[1:-1]
+        return np.array([p.isalnum() and p not in STOP_WORDS for p in pieces], dtype=bool)
+
+    def _run(self, encodings: list[Any]) -> tuple[np.ndarray, np.ndarray]:
         width = max(len(e.ids) for e in encodings)
         ids = np.zeros((len(encodings), width), dtype=np.int64)  # [PAD] is id 0
         mask = np.zeros((len(encodings), width), dtype=np.int64)
@@ -102,7 +118,7 @@ class _Model:
         weights = mask[..., None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return pooled / np.clip(norms, 1e-12, None)
+        return pooled / np.clip(norms, 1e-12, None), hidden
 
 
 class LocalEmbedder:
@@ -145,6 +161,24 @@ class LocalEmbedder:
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
         return await asyncio.to_thread(self.embed_sync, texts)
+
+    def tokens_sync(self, texts: list[str]) -> list[Tokens]:
+        """Each text's token states (memory/late.py), packed: what an index holds per memory."""
+        states: list[np.ndarray] = []
+        if texts:
+            self._get().encode(texts, states)
+        return [Tokens.pack(s) for s in states]
+
+    async def embed_query(self, text: str) -> tuple[list[float], np.ndarray]:
+        """The query's vector and, from the same pass, the states of its words (stop words left out)."""
+        def run() -> tuple[list[float], np.ndarray]:
+            model, states = self._get(), list[np.ndarray]()
+            try:
+                vector = model.encode([text], states)[0]
+                return vector.tolist(), states[0][model.words(text)]
+            except Exception as exc:
+                raise MemoryUnavailable("embedder", f"local embedding failed: {exc!r}") from exc
+        return await asyncio.to_thread(run)
 
     async def warm_up(self) -> None:
         """Load the model and run it once now (start-up: ~0.3 s on 2 cores) instead of in the first chat

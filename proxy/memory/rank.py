@@ -63,9 +63,10 @@ def relevance(hit: SearchHit, best: float) -> float:
     return hit.fused / best if best > 0 else 0.0
 
 
-def best_fused(mode: str, settings: RankingSettings) -> float:
+def best_fused(mode: str, settings: RankingSettings, late_weight: float = 0.0) -> float:
+    """First in every arm that ran (late_weight: the late-interaction arm's, when it ran: memory/late.py)."""
     weight = {"hybrid": 1.0 + settings.text_weight, "vector": 1.0, "text": settings.text_weight}[mode]
-    return weight / (settings.rrf_k + 1)
+    return (weight + late_weight) / (settings.rrf_k + 1)
 
 
 def score(hit: SearchHit, *, best: float, now: datetime, settings: RankingSettings) -> float:
@@ -106,9 +107,9 @@ def similarities(hits: Sequence[SearchHit], kept: Sequence[int]) -> np.ndarray:
 
 
 def rank(hits: Sequence[SearchHit], *, top_k: int, min_score: float, mode: str, now: datetime,
-         settings: RankingSettings) -> list[Memory]:
+         settings: RankingSettings, late_weight: float = 0.0) -> list[Memory]:
     """The `top_k` memories to inject, best first, each carrying its final score."""
-    best = best_fused(mode, settings)
+    best = best_fused(mode, settings, late_weight)
     kept = [i for i, h in enumerate(hits) if qualifies(h, min_score)]
     scores = [score(hits[i], best=best, now=now, settings=settings) for i in kept]
     picked = mmr(scores, similarities(hits, kept), top_k, settings.mmr_lambda)

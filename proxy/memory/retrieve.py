@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+import numpy as np
 import psycopg
 import psycopg_pool
 
@@ -35,7 +36,7 @@ from ..observability import FAIL_OPEN, RETRIEVAL_LATENCY, log
 from ..schemas import Memory
 from ..settings import RetrievalSettings
 from ..store import search
-from .embed import Embedder, embed_one
+from .embed import Embedder, embed_query
 from .heuristics import contentless
 from .index import Indexes
 from .rank import rank
@@ -81,10 +82,11 @@ async def retrieve_memories(*, pool: psycopg_pool.AsyncConnectionPool, embedder:
                             query: str, settings: RetrievalSettings, vector: list[float] | None = None,
                             indexes: Indexes | None = None) -> list[Memory]:
     """The query tier: the user's best memories for `query`, ranked (the search API and benchmarks)."""
+    words = None
     if vector is None:
         async with _phase("embedder", settings.timeout_s):
-            vector = await embed_one(embedder, query)
-    found = await _search(pool, indexes, embedder, user_id, query, vector, settings, tiers=False)
+            vector, words = await embed_query(embedder, query, settings.ranking.late_weight > 0)
+    found = await _search(pool, indexes, embedder, user_id, query, vector, settings, tiers=False, words=words)
     return _ranked(found, settings)
 
 
@@ -93,18 +95,19 @@ async def memories_for_turn(*, pool: psycopg_pool.AsyncConnectionPool, embedder:
     """Both tiers for a chat turn (see the module docstring), within RETRIEVAL_TIMEOUT_MS."""
     started = time.perf_counter()
     try:
-        vector = None
+        vector, words = None, None
         if not contentless(query):
             try:
                 async with _phase("embedder", settings.timeout_s * EMBED_SHARE):
-                    vector = await embed_one(embedder, query)
+                    vector, words = await embed_query(embedder, query, settings.ranking.late_weight > 0)
             except MemoryUnavailable as exc:  # no search possible: the most recent memories instead
                 FAIL_OPEN.labels(exc.reason).inc()
                 log.warning("retrieval_fallback_recent", reason=exc.reason, error=str(exc))
                 found = await _search(pool, indexes, embedder, user_id, query, None, settings, tiers=True,
                                       started=started)
                 return TurnMemories(found.always_on, found.recent)
-        found = await _search(pool, indexes, embedder, user_id, query, vector, settings, tiers=True, started=started)
+        found = await _search(pool, indexes, embedder, user_id, query, vector, settings, tiers=True, started=started,
+                              words=words)
         if vector is None:
             return TurnMemories(found.always_on, [])
         ranked = _ranked(found, settings)
@@ -117,14 +120,16 @@ async def memories_for_turn(*, pool: psycopg_pool.AsyncConnectionPool, embedder:
 
 async def _search(pool: psycopg_pool.AsyncConnectionPool, indexes: Indexes | None, embedder: Embedder,
                   user_id: str, query: str, vector: list[float] | None, settings: RetrievalSettings, *,
-                  tiers: bool, started: float | None = None) -> search.Found:
-    """In the user's in-process index when it is held (memory/index.py), else in PostgreSQL."""
+                  tiers: bool, started: float | None = None, words: np.ndarray | None = None) -> search.Found:
+    """In the user's in-process index when it is held (memory/index.py; with the late-interaction arm when
+    the query's `words` states came with its vector: memory/late.py), else in PostgreSQL."""
     options: dict[str, Any] = {
         "limit": settings.top_k * CANDIDATES_PER_RESULT, "mode": settings.mode, "rrf_k": settings.ranking.rrf_k,
         "weights": (1.0, settings.ranking.text_weight), "tiers": tiers}
     index = indexes.get(user_id) if indexes is not None else None
     if index is not None:
-        return index.search(vector, query, now=datetime.now(UTC), **options)
+        return index.search(vector, query, now=datetime.now(UTC), word_states=words,
+                            late_weight=settings.ranking.late_weight, **options)
     budget = settings.timeout_s if started is None else _left(started, settings.timeout_s)
     return await _in_database(pool, budget, lambda conn: search.search(
         conn, user_id=user_id, model=embedder.model, embedding=vector, text=query, **options))
@@ -132,6 +137,7 @@ async def _search(pool: psycopg_pool.AsyncConnectionPool, indexes: Indexes | Non
 
 def _ranked(found: search.Found, settings: RetrievalSettings) -> list[Memory]:
     return rank(found.hits, top_k=settings.top_k, min_score=settings.min_score, mode=settings.mode,
+                late_weight=found.late_weight,
                 now=datetime.now(UTC), settings=settings.ranking)
 
 

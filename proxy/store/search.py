@@ -147,6 +147,7 @@ class Found:
     always_on: list[Memory] = field(default_factory=list)  # pinned and identity, pinned first, newest first
     recent: list[Memory] = field(default_factory=list)  # the newest active memories (at most RECENT_LIMIT)
     hits: list[SearchHit] = field(default_factory=list)  # search candidates, best fused rank first
+    late_weight: float = 0.0  # the late-interaction arm's weight in `fused`, when it ran (memory/late.py)
 
 
 def as_vector(values: Sequence[float]) -> np.ndarray:
