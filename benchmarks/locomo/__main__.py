@@ -64,7 +64,7 @@ RESULTS = HERE.parent / "results"
 CACHE = RESULTS / "embed-cache"
 KS = (5, 10, 25)
 CATEGORIES = (1, 2, 3, 4, 5)
-DEFAULT_ABLATIONS = ("hybrid,vector,text,hybrid-relevance,hybrid-tw1,hybrid-bare,vector-bare,text-bare,"
+DEFAULT_ABLATIONS = ("hybrid,hybrid-nolate,vector,text,hybrid-relevance,hybrid-tw1,hybrid-bare,vector-bare,text-bare,"
                      "exact,exact-bare")
 LOCAL = load_settings({"EMBEDDING_PROVIDER": "local"})
 EVIDENCE = re.compile(r"D:?(\d+):(\d+)")

@@ -10,7 +10,7 @@ It ranks only the candidates the other two arms found, and adds `weight / (k + r
 scores, as the other arms do: LoCoMo R@5 / R@10 56.5 / 64.6 → 62 / 71 with MiniLM (docs/BENCHMARKS.md
 §5). A memory's states are computed once per process when its user's index is built (memory/index.py),
 kept as int8 with a scale per word (~0.4 KB a word; quantizing changed no recall figure), and the
-query's come from the pass that embeds it, so a turn pays only the products (~0.3 ms for 30 candidates).
+query's come from the pass that embeds it, so a turn pays only the products (~0.4 ms for 30 candidates).
 A user searched in SQL (their first turn, or too big to hold) is ranked without it.
 """
 
