@@ -277,6 +277,20 @@ class WordsFake:
         return None
 
 
+async def test_a_user_too_big_to_hold_with_word_states_is_held_without_them(db: Any, database_url: str) -> None:
+    await seed(db)  # 24 memories: ~0.1 MB of vectors, ~4.8 MB of these states; a user may take 1 MB
+    big = lambda texts: [late.Tokens.pack(np.ones((200, 1024), dtype=np.float32)) for _ in texts]  # noqa: E731
+    async with make_pool(database_url, 2) as pool:
+        held = Indexes(pool, model=MODEL, budget_bytes=8 << 20, tokenize=big)
+        stop = asyncio.Event()
+        task = asyncio.create_task(held.run(database_url, stop))
+        await until(lambda: held.listening)
+        index = await held.ready(USER_A)
+        assert index is not None and index.tokens == [None] * 24 and index.nbytes < 1 << 20
+        stop.set()
+        await task
+
+
 async def test_a_turn_ranks_with_the_late_interaction_arm_when_the_index_holds_word_states(
         db: Any, database_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     await seed(db)

@@ -353,6 +353,8 @@ class Indexes:
             index = None
             if rows is not None and len(rows) >= COLD_START_THRESHOLD:  # fewer: global memories are searched too
                 index = await asyncio.to_thread(UserIndex.of, rows, self._model, self._tokenize)
+                if index.nbytes > self._budget / 8 and self._tokenize is not None:  # word states are most of it
+                    index = await asyncio.to_thread(UserIndex.of, rows, self._model)
                 if index.nbytes > self._budget / 8:
                     index = None
             if not self._loading[key].stale and self.listening:
