@@ -247,16 +247,17 @@ def test_the_late_interaction_arm_adds_its_rank_to_the_candidates_fused_scores(m
     assert [h.memory.id for h in mine.hits] == [h.memory.id for h in plain.hits]  # order kept for MMR's rows
     assert added["m0"] == pytest.approx(8 / 21)  # both words: first by this arm
     assert sorted(added.values(), reverse=True)[1:] == pytest.approx([8 / 22, 8 / 23, 8 / 24][:len(added) - 1])
-    again = UserIndex.of([*held.rows[:3], dataclasses.replace(held.rows[3], tokens=None, version="2")], MODEL,
-                         tokenize)
-    assert len(seen) == 5 and seen[-1].endswith("coffee beans")  # only the changed row is read again
-    assert again.tokens[0] is held.tokens[0]
+    used = dataclasses.replace(held.rows[0], version="2", access_count=3)  # a new version, the same words
+    edited = dataclasses.replace(held.rows[3], version="2", content="coffee beans roasted")
+    again = UserIndex.of([used, *held.rows[1:3], edited], MODEL, tokenize, base=held)
+    assert len(seen) == 5 and seen[-1].endswith("coffee beans roasted")  # only the edited memory's words
+    assert again.tokens[:3] == held.tokens[:3] and again.tokens[0] is held.tokens[0]
     stopwords = held.search(basis((3, 1.0)), "berlin", word_states=np.zeros((0, 1024), dtype=np.float32),
                             late_weight=8.0, **options)
     assert stopwords.late_weight == 0.0  # a query of stop words only: the arm did not run
     monkeypatch.setattr(index_module, "LATE_MAX_MEMORIES", 3)  # a user grown too big for it: none computed or held
-    assert UserIndex.of(list(again.rows), MODEL, tokenize).tokens == [None] * 4 and len(seen) == 5
-    assert all(r.tokens is None for r in again.rows)
+    too_big = UserIndex.of(list(again.rows), MODEL, tokenize, base=again)
+    assert too_big.tokens == [None] * 4 and len(seen) == 5 and too_big.nbytes < again.nbytes
 
 
 class WordsFake:

@@ -1,11 +1,11 @@
-"""memory/late.py: MaxSim over packed word states, and the fusion arm it makes (hand-computed cases)."""
+"""memory/late.py: MaxSim over packed word states (hand-computed cases; its arm in the fusion: test_index.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from proxy.memory.late import Tokens, contributions, maxsim
+from proxy.memory.late import Tokens, maxsim
 
 
 def unit(*rows: list[float]) -> np.ndarray:
@@ -37,7 +37,3 @@ def test_an_empty_query_or_other_dimensions_rank_nothing() -> None:
     assert np.isneginf(maxsim(np.zeros((0, 3), dtype=np.float32), [memory])).all()
     assert np.isneginf(maxsim(unit([1.0, 0.0]), [memory])).all()
 
-
-def test_contributions_are_reciprocal_ranks_of_the_finite_scores() -> None:
-    got = contributions(np.array([0.2, -np.inf, 0.9, 0.2]), weight=8.0, k=20)
-    assert got.tolist() == pytest.approx([8 / 22, 0.0, 8 / 21, 8 / 23])  # ties: the earlier first

@@ -101,18 +101,13 @@ class UserIndex:
 
     @classmethod
     def of(cls, rows: Sequence[snapshot.LinkRow], model: str,
-           tokenize: Callable[[list[str]], list[Tokens]] | None = None) -> UserIndex:
-        """The index of `rows`; with `tokenize`, each row's word states too (computed for the rows that have
-        none: a row read again unchanged keeps its own)."""
+           tokenize: Callable[[list[str]], list[Tokens]] | None = None, base: UserIndex | None = None) -> UserIndex:
+        """The index of `rows`; with `tokenize`, the states of each memory's words too (kept from `base`, the
+        index read before, for the memories whose text did not change)."""
         n = len(rows)
-        if tokenize is None or n > LATE_MAX_MEMORIES:
-            for r in rows:
-                r.tokens = None  # not held: a user grown past the limit frees theirs
-        else:
-            missing = [r for r in rows if r.tokens is None]
-            for r, tokens in zip(missing, tokenize([embedding_text(r.content, r.stated_at) for r in missing])
-                                 if missing else [], strict=True):
-                r.tokens = tokens
+        tokens: list[Tokens | None] = [None] * n
+        if tokenize is not None and n <= LATE_MAX_MEMORIES:
+            tokens = _word_states(rows, tokenize, base)
         dims = max((len(r.embedding) for r in rows if r.embedding_model == model), default=0)
         has_vector = np.array([r.embedding_model == model and len(r.embedding) == dims for r in rows], dtype=bool)
         vectors = np.zeros((n, dims), dtype=np.float32)
@@ -143,10 +138,10 @@ class UserIndex:
             dl=np.array([len(r.terms) for r in rows], dtype=np.float64),
             access_count=np.array([r.access_count for r in rows], dtype=np.int64),
             last_accessed=[r.last_accessed_at for r in rows],
-            tokens=[r.tokens for r in rows],
+            tokens=tokens,
             position={r.id: i for i, r in enumerate(rows)},
             rows=_sharing(rows, vectors, has_vector),
-            nbytes=vectors.nbytes + n * ROW_OVERHEAD_BYTES + sum(r.tokens.nbytes for r in rows if r.tokens is not None))
+            nbytes=vectors.nbytes + n * ROW_OVERHEAD_BYTES + sum(t.nbytes for t in tokens if t is not None))
 
     def search(self, embedding: Sequence[float] | None, text: str, *, limit: int, mode: str, rrf_k: int,
                weights: tuple[float, float], tiers: bool, now: datetime, word_states: np.ndarray | None = None,
@@ -179,8 +174,8 @@ class UserIndex:
         top = _best(np.where(fused > 0, fused, -np.inf), limit)
         if (word_states is not None and len(word_states) and late_weight > 0  # a query of stop words has none
                 and any(self.tokens[i] is not None for i in top)):
-            fused[top] += late.contributions(late.maxsim(word_states, [self.tokens[i] for i in top]), late_weight,
-                                             rrf_k)
+            late_scores = late.maxsim(word_states, [self.tokens[i] for i in top])
+            fused[top] += _rrf(late_scores, len(top), late_weight, rrf_k)
             found = replace(found, late_weight=late_weight)
         picked, has_vector = self.vectors[top], self.has_vector[top]
         similar = np.where(has_vector[:, None] & has_vector[None, :], picked @ picked.T, 0.0).tolist()
@@ -213,6 +208,20 @@ class UserIndex:
             total[ix] += idf * tf * (BM25_K1 + 1) / (tf + BM25_K1 * (1 - BM25_B + BM25_B * self.dl[ix] / avgdl))
             matched[ix] += 1
         return total, matched
+
+
+def _word_states(rows: Sequence[snapshot.LinkRow], tokenize: Callable[[list[str]], list[Tokens]],
+                 base: UserIndex | None) -> list[Tokens | None]:
+    """Each row's word states: `base`'s for a memory whose text it already read (a use count or a pin gives
+    a row a new version, not new words), the local model's for the others (~3 ms a memory)."""
+    known = {(r.content, r.stated_at): t for r, t in zip(base.rows, base.tokens, strict=True)} if base else {}
+    states = [known.get((r.content, r.stated_at)) for r in rows]
+    missing = [i for i, t in enumerate(states) if t is None]
+    if missing:
+        for i, computed in zip(missing, tokenize([embedding_text(rows[i].content, rows[i].stated_at)
+                                                  for i in missing]), strict=True):
+            states[i] = computed
+    return states
 
 
 def _sharing(rows: Sequence[snapshot.LinkRow], vectors: np.ndarray,
@@ -295,8 +304,7 @@ class Indexes:
         load = self._loading.get(snapshot.user_key(user_id))
         if index is None and load is not None:
             await asyncio.shield(load.task)
-            entry = self._held.get(snapshot.user_key(user_id))
-            return entry.index if entry and entry.user_id == user_id and not entry.stale else None
+            return self.fresh(user_id)
         return index
 
     def used(self, user_id: str, memory_ids: Sequence[str]) -> None:
@@ -352,7 +360,7 @@ class Indexes:
                 rows = await snapshot.read_user(conn, user_id, MAX_MEMORIES, held)
             index = None
             if rows is not None and len(rows) >= COLD_START_THRESHOLD:  # fewer: global memories are searched too
-                index = await asyncio.to_thread(UserIndex.of, rows, self._model, self._tokenize)
+                index = await asyncio.to_thread(UserIndex.of, rows, self._model, self._tokenize, base)
                 if index.nbytes > self._budget / 8 and self._tokenize is not None:  # word states are most of it
                     index = await asyncio.to_thread(UserIndex.of, rows, self._model)
                 if index.nbytes > self._budget / 8:

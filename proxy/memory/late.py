@@ -54,11 +54,3 @@ def maxsim(query: np.ndarray, memories: Sequence[Tokens | None]) -> np.ndarray:
     scores[[i for i, _ in held]] = np.maximum.reduceat(similar, starts, axis=1).mean(axis=0)
     return scores
 
-
-def contributions(scores: np.ndarray, weight: float, k: int) -> np.ndarray:
-    """weight / (k + rank) by score, best first (ties by position); 0 where the score is -inf."""
-    out = np.zeros(len(scores))
-    order = np.argsort(-scores, kind="stable")
-    order = order[np.isfinite(scores[order])]
-    out[order] = weight / (k + np.arange(1, len(order) + 1))
-    return out

@@ -60,7 +60,6 @@ class LinkRow:
     embedding: np.ndarray
     terms: dict[str, int]  # lexeme → its count in the memory (tf)
     version: str  # changes with any write to the link or the fact
-    tokens: Any = None  # its words' states (memory/late.py), computed by the index that holds it
 
 
 def user_key(user_id: str) -> str:
