@@ -81,9 +81,10 @@ class _Model:
                                              providers=["CPUExecutionProvider"])
         self._inputs = {i.name for i in self._session.get_inputs()}
 
-    def encode(self, texts: list[str], states: list[np.ndarray] | None = None) -> np.ndarray:
+    def encode(self, texts: list[str], states: list[np.ndarray] | None = None, query: bool = False) -> np.ndarray:
         """Unit vectors of `texts`; with `states`, also each text's token states appended to it, in order
-        (unit vectors of its word pieces in context, without [CLS] and [SEP]: memory/late.py)."""
+        (unit vectors of its word pieces in context, without [CLS] and [SEP]: memory/late.py); a `query`'s
+        only for its words: whole alphanumeric pieces that are not stop words (no punctuation, no "##")."""
         encodings = self._tokenizer.encode_batch(texts)
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
         out = np.empty((len(texts), DIMENSIONS), dtype=np.float32)
@@ -93,16 +94,12 @@ class _Model:
             out[chunk], hidden = self._run([encodings[i] for i in chunk])
             for row, i in enumerate(chunk) if states is not None else ():
                 words = hidden[row, 1:len(encodings[i].ids) - 1]
+                if query:
+                    words = words[[p.isalnum() and p not in STOP_WORDS for p in encodings[i].tokens[1:-1]]]
                 by_text[i] = words / np.clip(np.linalg.norm(words, axis=1, keepdims=True), 1e-12, None)
         if states is not None:
             states.extend(by_text[i] for i in range(len(texts)))
         return out
-
-    def words(self, text: str) -> np.ndarray:
-        """Which of `text`'s word pieces (as `encode` lists their states) are words of a query: whole
-        alphanumeric pieces that are not stop words (no punctuation, no "##" continuation)."""
-        pieces = self._tokenizer.encode(text).tokens[1:-1]
-        return np.array([p.isalnum() and p not in STOP_WORDS for p in pieces], dtype=bool)
 
     def _run(self, encodings: list[Any]) -> tuple[np.ndarray, np.ndarray]:
         width = max(len(e.ids) for e in encodings)
@@ -174,8 +171,8 @@ class LocalEmbedder:
         def run() -> tuple[list[float], np.ndarray]:
             model, states = self._get(), list[np.ndarray]()
             try:
-                vector = model.encode([text], states)[0]
-                return vector.tolist(), states[0][model.words(text)]
+                vector = model.encode([text], states, query=True)[0]
+                return vector.tolist(), states[0]
             except Exception as exc:
                 raise MemoryUnavailable("embedder", f"local embedding failed: {exc!r}") from exc
         return await asyncio.to_thread(run)
