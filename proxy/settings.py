@@ -203,8 +203,9 @@ class RetrievalSettings:
     mode: str = env("RETRIEVAL_MODE", "hybrid", "`hybrid` (full-text and vector ranks fused by RRF), "
         "`vector` or `text` (for ablations and debugging).", _choice("hybrid", "vector", "text"),
         in_code=True)
-    inject_all_below: int = env("RETRIEVAL_INJECT_ALL_BELOW", "5", "A user with at most this many memories "
-        "gets all of them, newest first, without a search (seed 004); 0: always search.",
+    inject_all_below: int = env("RETRIEVAL_INJECT_ALL_BELOW", "10", "A user with at most this many memories "
+        "gets all of them, newest first, without a search (seed 004): no search beats \"all\", in any language "
+        "(the local embedder is English-only); 0: always search.",
         _rule(int, lambda n: 0 <= n <= 10, "must be 0 to 10"), in_code=True)
     index_mb: int = env("RETRIEVAL_INDEX_MB", "256", "MB of users' memories held between turns, searched without "
         "the database (LRU); 0: PostgreSQL always.", _rule(int, lambda n: n >= 0, "must be 0 or more"), in_code=True)
@@ -248,7 +249,8 @@ class FormationSettings:
     lease_s: float = env("JOB_LEASE_SECONDS", "120", "A running job whose worker has not renewed it for this "
         "long is taken over by another worker (crash recovery).", _positive_float)
     skip_trivial: bool = env("FORMATION_SKIP_TRIVIAL", "true", "Skip formation without any LLM call for "
-        "turns that cannot hold a fact about the user (greetings, thanks, short or pronoun-free questions).",
+        "turns with no word but acknowledgements and greetings (\"ok\", \"thanks\"); every other turn goes "
+        "to the memory LLM, in any language.",
         _bool, in_code=True)
     ttl_days: Mapping[str, float | None] = env("MEMORY_TTL_DAYS", DEFAULT_TTL_DAYS, "Time to live per memory "
         "type in days (`never`); an expired memory is no longer retrieved and is removed by maintenance. "

@@ -64,14 +64,14 @@ async def apply_resolutions(conn: AsyncConnection[Any], job: jobs.Job, resolutio
                             model: str) -> list[dict[str, Any]]:
     """Write the decisions for `job.user_id` (inside the caller's transaction); return them as logged.
 
-    Flip-flop rule: a replace, refine, forget or restore only happens when this statement is strictly
-    newer than the memory it retires; otherwise it is ignored. A target already retired by another job
-    makes a replacing fact an add (and a forget or restore a no-op).
+    Flip-flop rule: a replace, refine or forget only happens when this statement is strictly newer than
+    the memory it retires; otherwise it is ignored. A target already retired by another job makes a
+    replacing fact an add (and a forget a no-op).
     """
     applied: list[dict[str, Any]] = []
     for r in resolutions:
         entry: dict[str, Any] = {"fact": r.fact, "action": r.action, "target_id": r.target_id, "reason": r.reason}
-        if r.action in ("replace", "refine", "forget", "restore") and r.target_id:
+        if r.action in ("replace", "refine", "forget") and r.target_id:
             locked = await memories.lock_active_link(conn, job.user_id, r.target_id)
             stated_at = locked.stated_at if locked else None
             if stated_at is None:
@@ -82,14 +82,6 @@ async def apply_resolutions(conn: AsyncConnection[Any], job: jobs.Job, resolutio
         if entry["action"] == "forget":
             await memories.retire_memory(conn, user_id=job.user_id, vector_id=r.target_id or "",
                                          reason=r.reason, action="forget")
-        elif entry["action"] == "restore":
-            try:
-                async with conn.transaction():  # a savepoint: a conflict leaves nothing half done
-                    await memories.restore_memory(conn, user_id=job.user_id, vector_id=r.restored or "",
-                                                  reason=r.reason)
-                entry["memory_id"] = r.restored
-            except memories.RestoreConflict as exc:
-                entry.update(action="ignore", reason=f"{r.reason} ({exc})")
         elif entry["action"] in ("add", "replace", "refine"):
             new_id = await memories.add_memory(conn, user_id=job.user_id, content=r.fact, embedding=r.embedding,
                                                model=model, stated_at=job.said_at, attributes=r.attributes)
@@ -154,7 +146,7 @@ class Worker:
         self._count(formation, decisions)
         log.info("memory_decision", **context, status="skipped" if formation.skipped else "done",
                  reason=formation.skipped, extracted_count=formation.extracted, decisions=decisions,
-                 dropped=formation.dropped, duration_ms=round((time.perf_counter() - started) * 1000, 1))
+                 dropped=formation.dropped, malformed=formation.malformed, duration_ms=round((time.perf_counter() - started) * 1000, 1))
         return "done"
 
     @staticmethod

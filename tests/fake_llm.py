@@ -1,11 +1,13 @@
-"""A scripted memory LLM: answers the formation call like Mistral or an OpenAI server (and any other
+"""A scripted memory LLM: answers the formation calls like Mistral or an OpenAI server (and any other
 chat request with a plain "Noted.", so it can stand in for the upstream too).
 
-Tests set `extract(message) -> facts`: each fact a string ("User …"), or a dict with `fact`, `type` and
-either `replaces` (a number) or `replaces_text` (the known fact it replaces, turned into that fact's
-number in the prompt, 0 when it is not listed). It answers in tool-call form when the request carries
-tools (instructor's TOOLS mode) and as JSON content otherwise (JSON / JSON_SCHEMA modes). Used as a respx
-side effect, and served over real HTTP (`asgi_app`) for tests that run the worker as a separate process.
+Tests set `extract(message) -> facts`: each fact a string ("User …") or a dict with `fact`, `type` and
+optionally the known fact it `replaces_text` (or `refines_text`, `same_text`); the relate call is then
+answered from those ("updates", "detail", "same", else "unrelated"). `extract` may instead return a dict
+`{"facts": [...], "forget": "what", "forgets": [texts]}`: the forget call picks the candidates whose text
+is in `forgets`. It answers in tool-call form when the request carries tools (instructor's TOOLS mode)
+and as JSON content otherwise (JSON / JSON_SCHEMA modes). Used as a respx side effect, and served over
+real HTTP (`asgi_app`) for tests that run the worker as a separate process.
 """
 
 from __future__ import annotations
@@ -19,12 +21,16 @@ from typing import Any
 
 import httpx
 
+from benchmarks.formation_quality.scripted import call_purpose, task_prompt
+
 _MESSAGE = re.compile(r"<message>\n(.*?)\n</message>", re.DOTALL)
 _KNOWN = re.compile(r"^\[(\d+)\] (.*)$", re.MULTILINE)
+_NEW_FACT = re.compile(r"^New fact: (.*)$", re.MULTILINE)
+_RELATION_OF = {"replaces_text": "updates", "refines_text": "detail", "same_text": "same"}
 
 
 def is_memory_prompt(body: dict[str, Any]) -> bool:
-    return bool(_MESSAGE.search(str(body["messages"][-1].get("content", ""))))
+    return call_purpose(body.get("messages", [])) is not None
 
 
 def known_facts(prompt: str) -> list[str]:
@@ -32,34 +38,48 @@ def known_facts(prompt: str) -> list[str]:
     return [text for _, text in _KNOWN.findall(prompt.split("Message:", 1)[0])]
 
 
-def as_fact(fact: str | dict[str, Any], known: list[str]) -> dict[str, Any]:
-    if isinstance(fact, str):
-        return {"fact": fact, "type": "preference", "replaces": 0}
-    fact = dict(fact)
-    if "replaces_text" in fact:
-        old = fact.pop("replaces_text")
-        fact["replaces"] = known.index(old) + 1 if old in known else 0
-    return {"type": "preference", "replaces": 0, **fact}
-
-
 @dataclass
 class FakeMemoryLLM:
-    extract: Callable[[str], list[Any]] = lambda _message: []
-    malformed: bool = False          # answer with text that is not JSON at all
+    extract: Callable[[str], Any] = lambda _message: []
+    raw: dict[str, str] = field(default_factory=dict)  # purpose → the reply's text as is (hostile replies)
+    down: bool = False               # answer every formation call with HTTP 503
     hang: asyncio.Event | None = None  # hold every answer until this event is set
-    prompts: list[tuple[str, str]] = field(default_factory=list)  # (purpose, the turn's prompt)
+    prompts: list[tuple[str, str]] = field(default_factory=list)  # (purpose, the call's prompt)
+    _pointers: dict[str, dict[str, str]] = field(default_factory=dict)  # fact → {known text: relation}
+    _forgets: list[str] = field(default_factory=list)
+
+    def _extraction(self, prompt: str) -> dict[str, Any]:
+        match = _MESSAGE.search(prompt)
+        answer = self.extract(match.group(1) if match else "")
+        if not isinstance(answer, dict):
+            answer = {"facts": answer}
+        facts = []
+        for fact in answer.get("facts", []):
+            fact = {"fact": fact} if isinstance(fact, str) else dict(fact)
+            self._pointers[fact["fact"]] = {fact.pop(k): r for k, r in _RELATION_OF.items() if k in fact}
+            facts.append({"type": "preference", **fact})
+        self._forgets = list(answer.get("forgets", []))
+        return {"facts": facts, "forget": answer.get("forget", "")}
+
+    def data(self, purpose: str, prompt: str) -> dict[str, Any]:
+        known = _KNOWN.findall(prompt)
+        if purpose == "relate":
+            fact = _NEW_FACT.search(prompt)
+            pointers = self._pointers.get(fact.group(1) if fact else "", {})
+            return {n: pointers.get(text, "unrelated") for n, text in known}
+        if purpose == "forget":
+            return {"forget": [int(n) for n, text in known if text in self._forgets]}
+        return self._extraction(prompt)
 
     def answer(self, body: dict[str, Any]) -> dict[str, Any]:
-        prompt = str(body["messages"][-1]["content"])
-        if not is_memory_prompt(body):  # a plain chat turn
+        purpose = call_purpose(body["messages"])
+        if purpose is None:  # a plain chat turn
             return {"id": "cmpl-chat", "object": "chat.completion", "created": 1, "model": body["model"],
                     "choices": [{"index": 0, "message": {"role": "assistant", "content": "Noted."},
                                  "finish_reason": "stop"}]}
-        self.prompts.append(("extract", prompt))
-        match = _MESSAGE.search(prompt)
-        known = known_facts(prompt)
-        data = {"facts": [as_fact(f, known) for f in self.extract(match.group(1) if match else "")]}
-        arguments = "this is not JSON {" if self.malformed else json.dumps(data)
+        prompt = task_prompt(body["messages"])
+        self.prompts.append((purpose, prompt))
+        arguments = self.raw[purpose] if purpose in self.raw else json.dumps(self.data(purpose, prompt))
         if body.get("tools"):
             name = body["tools"][0]["function"]["name"]
             message: dict[str, Any] = {"role": "assistant", "content": "", "tool_calls": [
@@ -74,6 +94,8 @@ class FakeMemoryLLM:
         body = json.loads(request.content)
         if self.hang is not None and is_memory_prompt(body):
             await self.hang.wait()
+        if self.down and is_memory_prompt(body):
+            return httpx.Response(503, json={"error": {"message": "overloaded", "type": "server_error"}})
         return httpx.Response(200, json=self.answer(body))
 
     def calls(self, purpose: str) -> int:

@@ -185,10 +185,10 @@ async def drive_load(phase: int, proxy: httpx.AsyncClient, db: Any, worker: Any,
     await refresh_gauges(worker.pool)  # jobs are queued now: the queue gauge shows them
     assert await worker.run_until_idle() >= 1
     await ok(CHAT, json=chat_body(f"{RETRY_MSG} {phase}"), headers=user_headers(former))
-    memory_llm.malformed = True
+    memory_llm.down = True
     [job] = await worker.claim(1)
     assert await worker.process(job) == "queued"  # retried later
-    memory_llm.malformed = False
+    memory_llm.down = False
     async with asyncio.timeout(DEADLINE_S):  # its backoff is 10 ms (JOB_RETRY_BASE_SECONDS in conftest)
         while not await worker.run_until_idle():
             await asyncio.sleep(0.02)

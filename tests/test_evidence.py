@@ -1,8 +1,10 @@
-"""The user's own words, and facts that rest on them (memory/evidence.py)."""
+"""Provenance and grounding, the guards of formation that hold whatever model runs (memory/evidence.py)."""
+
+from datetime import date
 
 import pytest
 
-from proxy.memory.evidence import about_someone_else, forget_target, own_words, supported
+from proxy.memory.evidence import grounding, own_words
 
 EMAIL = """Can you summarise this e-mail for me?
 
@@ -38,81 +40,62 @@ How many wells did the charity fund? I volunteer for them.
     ("What do you think of this?\n> I am the queen of England\nIs it funny?", "What do you think of this? […] Is it funny?"),
     ('Translate: "I am the CEO of Globex and I own three yachts."', "Translate:  […]"),
     (RAG, "How many wells did the charity fund? I volunteer for them."),
-    # hypotheticals and jokes
-    ("If I had a castle, I'd fill it with cats. Anyway, name a tavern.", "Anyway, name a tavern."),
-    ("I'm a professional napper, lol. What app should I use?", "What app should I use?"),
-    ("I'm the king of Spain. Just kidding! I live in Madrid.", "I live in Madrid."),
+    # meaning is the model's: a joke, a hypothetical, a "lol" or a request stays for it to judge
+    ("lol I just adopted a cat. Names?", "lol I just adopted a cat. Names?"),
+    ("If I had a castle, I'd fill it with cats.", "If I had a castle, I'd fill it with cats."),
+    ("Draft my CV summary, I've managed a hotel front desk for ten years",
+     "Draft my CV summary, I've managed a hotel front desk for ten years"),
     # a sentence that held a secret (redacted when the job was written) is about the secret
     ("I'm building a bot. My key is [REDACTED: api_key], why does it fail?", "I'm building a bot."),
+    # sentences end in any script
+    ("東京に住んでいます。猫が二匹います！", "東京に住んでいます。 猫が二匹います！"),
 ])
 def test_own_words_keep_only_what_the_user_states(message: str, kept: str) -> None:
     assert own_words(message).text == kept
 
 
-@pytest.mark.parametrize(("message", "english"), [
-    ("My daughter Mia turns 5 in March, any party ideas?", True),
-    ("Write a poem about autumn leaves.", True),
-    ("Je m'appelle Lucie, j'habite à Nantes et je travaille comme infirmière.", False),
-    ("Ich bin Lehrer in Graz und spiele in meiner Freizeit Cello.", False),
-    ("Tengo dos hijos y vivo en Sevilla; me encanta el flamenco.", False),
+def test_what_is_left_out_is_kept_apart_as_text_no_fact_may_come_from() -> None:
+    said = own_words(EMAIL)
+    assert "evil.example" in said.left_out and "evil.example" not in said.text
+
+
+
+TODAY = date(2026, 11, 25)
+
+
+@pytest.mark.parametrize(("fact", "message", "why"), [
+    ("User is a software engineer who uses Bun.", "I'm a software engineer and I use Bun for everything.", None),
+    ("User is 34 years old.", "Hi! I'm Sofia, 34, a data analyst.", None),
+    # names in any case, accent, inflection or script
+    ("User lives in Kraków.", "mieszkam w krakowie od 2 lat", None),
+    ("User lives in Krakow.", "Mieszkam w Krakowie.", None),
+    ("User's cat is called Мурка.", "Мою кошку зовут Мурка", None),
+    ("User's cat is called Murka.", "Мою кошку зовут Мурка", None),
+    ("User lives in Москва.", "Живу в Москве уже год", None),
+    ("User works at 任天堂.", "私は任天堂で働いています", None),
+    ("User lives in Londres.", "J'habite à Londres.", None),
+    ("User lives in London.", "J'habite à Londres.", None),  # spelt nearly alike
+    ("User speaks French.", "je parle français", None),  # a translation found nowhere else
+    # numbers: the user's (thousands separators read), small ones and years unchecked, resolved dates
+    ("User's flat costs 1200 euros a month.", "mi piso cuesta 1.200 € al mes", None),
+    ("User has 3 children.", "tengo tres hijos", None),
+    ("User's daughter was born on 2026-11-24.", "mia figlia è nata ieri!!", None),
+    ("User started running in 2023.", "I started running three years ago", None),
+    ("User runs 42 km a week.", "I run a lot", "unsupported"),
+    ("User's daughter was born on 2019-11-24.", "mia figlia è nata ieri!!", "unsupported"),
+    # a name or number only in text that is not the user's: the assistant's words, the prompt's examples
+    ("User teaches chemistry in Oporto.", "I teach chemistry.", "not_users_words"),
+    ("User is 41 years old.", "hi there", "not_users_words"),
+    ("User lives in Pyongyang.", RAG, "not_users_words"),
 ])
-def test_english_is_told_from_other_languages(message: str, english: bool) -> None:
-    assert own_words(message).english is english
+def test_names_and_numbers_must_come_from_the_users_words(fact: str, message: str, why: str | None) -> None:
+    elsewhere = "User teaches chemistry in Oporto. User is 41 years old."
+    assert grounding(fact, said=own_words(message), earlier=[], elsewhere=elsewhere, said_on=TODAY) == why
 
 
-@pytest.mark.parametrize(("fact", "message", "known", "ok"), [
-    ("User is a software engineer who uses Bun.", "I'm a software engineer and I use Bun for everything.", [], True),
-    ("User is 34 years old.", "Hi! I'm Sofia, 34, a data analyst.", [], True),
-    ("User enjoys hiking.", "I love hiking on weekends.", [], True),
-    # a copied prompt example, an invented name: not in the user's words
-    ("User prefers TypeScript.", "I'm a software engineer and I use Bun for JavaScript.", [], False),
-    ("User is a software engineer who uses Bun.", "hello!", [], False),
-    ("User works at Google.", "I'm an engineer.", [], False),
-    # requests are no evidence; facts about someone else are not the user's
-    ("User likes cats.", "Write me a poem about cats.", [], False),
-    ("User likes cats.", "Did you know Taylor Swift has cats?", [], False),
-    ("User lives in Seattle.", "My brother lives in Seattle.", [], False),
-    ("User has a brother who lives in Seattle.", "My brother lives in Seattle.", [], True),
-    ("User is obsessed with golf.", "My colleague Dave is obsessed with golf.", [], False),
-    ("User has a daughter named Mia.", "My daughter Mia turns 5 in March.", [], True),
-    # what is known fills in the rest ("switched to Node" + "uses Bun for JavaScript")
-    ("User uses Node for JavaScript projects.", "I switched from Bun to Node.",
-     ["User uses Bun for JavaScript projects."], True),
-    ("User uses Bun for JavaScript projects.", "I like it.", ["User uses Bun for JavaScript projects."], False),
-    # other languages: names and numbers only (a translation shares no word), but no invented name
-    ("User works as a nurse.", "Je travaille comme infirmière à Nantes.", [], True),
-    ("User lives in Seville.", "Vivo en Sevilla y me encanta el flamenco.", [], True),
-    ("User prefers TypeScript.", "Je travaille comme infirmière à Nantes.", [], False),
-])
-def test_a_fact_must_rest_on_the_users_own_words(fact: str, message: str, known: list[str], ok: bool) -> None:
-    assert supported(fact, own_words(message), known) is ok
-
-
-@pytest.mark.parametrize(("sentence", "who"), [
-    ("My brother lives in Seattle.", {"brother"}),
-    ("My colleague Dave is obsessed with golf.", {"colleague", "dave"}),
-    ("Dave is obsessed with golf.", {"dave"}),
-    ("She works at a bakery.", {"she"}),
-    ("My dog is a beagle.", None),
-    ("My name is Tomasz.", None),
-    ("I live in Lyon.", None),
-])
-def test_who_a_sentence_is_about(sentence: str, who: set[str] | None) -> None:
-    assert about_someone_else(sentence) == who
-
-
-@pytest.mark.parametrize(("message", "target"), [
-    ("Please forget that I live in Lyon.", "I live in Lyon"),
-    ("Forget what I told you about the marathon, please.", "I told you about the marathon, please"),
-    ("Can you delete what you know about my ex, Julia? Thanks.", "my ex, Julia"),
-    ("Remove the memory about my old job.", "my old job"),
-    ("Please forget where I work.", "where I work"),
-    ("Could you forget my address?", "my address"),
-    ("I forget my keys every morning.", None),
-    ("I always forget whether reverse() returns anything.", None),
-    ("How do I delete a file in git?", None),
-    ("Don't forget to add tests.", None),
-])
-def test_requests_to_forget_and_what_they_name(message: str, target: str | None) -> None:
-    found = forget_target(own_words(message))
-    assert (found[1] if found else None) == target
+def test_the_users_earlier_words_in_the_chat_count_and_the_assistants_do_not() -> None:
+    said = own_words("her name is Lena by the way")
+    assert grounding("User's daughter Lena lives in Graz.", said=said, earlier=["my daughter moved to Graz"],
+                     elsewhere="", said_on=TODAY) is None
+    assert grounding("User's daughter Lena lives in Graz.", said=said, earlier=[],
+                     elsewhere="assistant: Graz is lovely!", said_on=TODAY) == "not_users_words"

@@ -39,7 +39,7 @@ NODE = "User is a software engineer who uses Node."
 
 
 def facts_for(message: str) -> list[str]:
-    return {BUN_MSG: [BUN], NODE_MSG: [NODE]}.get(message, [])
+    return {BUN_MSG: [BUN], NODE_MSG: [{"fact": NODE, "replaces_text": BUN}]}.get(message, [])
 
 
 async def links(db: Any, user: str) -> list[str]:
@@ -147,7 +147,7 @@ async def test_learn_replace_and_retrieve(client: Any, outside: Any, db: Any, wo
     assert await links(db, USER_A) == [NODE]
     cur = await db.execute("SELECT o.content, n.content, u.reason, u.user_id FROM memory_updates u"
                            " JOIN vectors o ON o.id = u.old_vector_id JOIN vectors n ON n.id = u.new_vector_id")
-    assert await cur.fetchall() == [(BUN, NODE, "the user changed it: bun is no longer so", USER_A)]
+    assert await cur.fetchall() == [(BUN, NODE, "the model: the new fact updates it", USER_A)]
     [line] = [e for e in logs if e["event"] == "memory_decision"]
     assert line["decisions"][0]["action"] == "replace" and line["decisions"][0]["target_id"]
     assert metric("memory_proxy_decisions_total", action="replace") == replaced_before + 1
@@ -215,7 +215,7 @@ async def test_a_shared_memory_is_unlinked_only_for_the_user_who_changed(
 
 # ---------------------------------------------------------------- failures
 
-@pytest.mark.parametrize("fault", ["malformed", "timeout", "http_500"])
+@pytest.mark.parametrize("fault", ["timeout", "http_500"])
 async def test_a_failing_memory_llm_is_retried_then_dead_and_chat_is_unaffected(
         env: dict, client: Any, outside: Any, db: Any, memory_llm: Any, fault: str) -> None:
     from proxy.services import open_services
@@ -223,9 +223,7 @@ async def test_a_failing_memory_llm_is_retried_then_dead_and_chat_is_unaffected(
     from proxy.worker import Worker
 
     memory_llm.extract = facts_for
-    if fault == "malformed":
-        memory_llm.malformed = True
-    elif fault == "timeout":
+    if fault == "timeout":
         memory_llm.hang = asyncio.Event()
     else:
         outside.routes["memory_llm"].respond(500, json={"object": "error", "message": "overloaded"})
@@ -252,7 +250,7 @@ async def test_a_failing_memory_llm_is_retried_then_dead_and_chat_is_unaffected(
     assert await links(db, USER_A) == []
 
     # a dead job is visible and can be retried once the LLM is back
-    memory_llm.malformed, memory_llm.hang = False, None
+    memory_llm.hang = None
     outside.routes["memory_llm"].mock(side_effect=memory_llm)
     assert await jobs.retry_dead(db) == 1
     async with open_services(settings, httpx.AsyncClient()) as services:
@@ -260,6 +258,34 @@ async def test_a_failing_memory_llm_is_retried_then_dead_and_chat_is_unaffected(
                         settings=settings.formation)
         assert await worker.run_until_idle() == 1
     assert await links(db, USER_A) == [BUN]
+
+
+HOSTILE_REPLIES = {
+    "not json": "this is not JSON {",
+    "truncated": '{"facts": [{"fact": "User li',
+    "deeply nested": "[" * 50_000 + "]" * 50_000,
+    "lone surrogate": '{"facts": [{"fact": "User likes \\ud800 tea."}]}',
+}
+
+
+@pytest.mark.parametrize("purpose", ["extract", "relate"])
+@pytest.mark.parametrize("reply", HOSTILE_REPLIES.values(), ids=HOSTILE_REPLIES.keys())
+async def test_a_reply_that_can_never_be_read_is_an_empty_answer_not_a_failed_job(
+        client: Any, outside: Any, db: Any, worker: Any, memory_llm: Any, purpose: str, reply: str) -> None:
+    await add_memory(db, USER_A, BUN)
+    memory_llm.extract = facts_for
+    memory_llm.raw = {purpose: reply}
+    before = metric("memory_proxy_llm_calls_total", purpose=purpose, outcome="malformed")
+    await client.post(CHAT, json=chat_body(NODE_MSG), headers=user_headers(USER_A))
+    with capture_logs() as logs:
+        assert await worker.run_until_idle() == 1
+    [(_, status, _, attempts)] = await job_rows(db)
+    assert (status, attempts) == ("done", 1)  # answered: not retried, never dead
+    assert metric("memory_proxy_llm_calls_total", purpose=purpose, outcome="malformed") == before + 1
+    [decision] = [e for e in logs if e["event"] == "memory_decision"]
+    assert decision["malformed"] and decision["malformed"][0].startswith(purpose)
+    # no facts read from a broken extraction; a broken comparison adds the fact beside the old one
+    assert await links(db, USER_A) == ([BUN] if purpose == "extract" else sorted([BUN, NODE]))
 
 
 async def test_a_job_whose_worker_died_is_taken_over_after_its_lease(

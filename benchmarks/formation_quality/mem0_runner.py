@@ -218,9 +218,13 @@ def run_user(Memory: Any, user: dict[str, Any], args: argparse.Namespace, workdi
     return result
 
 
-def load_users(path: Path, only: str | None, category: str | None) -> list[dict[str, Any]]:
-    with path.open("rb") as f:
-        users = tomllib.load(f).get("user", [])
+def load_users(paths: list[Path], only: str | None, category: str | None) -> list[dict[str, Any]]:
+    users: list[dict[str, Any]] = []
+    for path in paths:
+        for file in sorted(path.glob("*.toml")) if path.is_dir() else [path]:
+            with file.open("rb") as f:
+                users += tomllib.load(f).get("user", [])
+    path = paths[0]
     ids = [user["id"] for user in users]
     if len(ids) != len(set(ids)):
         raise SystemExit(f"{path}: user ids are not unique")
@@ -238,7 +242,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      epilog=__doc__.split("\n\n", 1)[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--users", type=Path, required=True, help="scenario TOML ([[user]] tables)")
+    parser.add_argument("--users", type=Path, nargs="+", required=True,
+                        help="scenario TOML files ([[user]] tables) or directories of them")
     parser.add_argument("--llm-base-url", required=True, help="OpenAI-compatible chat API, up to /v1")
     parser.add_argument("--llm-model", default="qwen2.5-coder-1.5b-instruct",
                         help="model name sent to the LLM server")

@@ -5,7 +5,9 @@ unless a database URL is given) so that its clock can replay each user's days: a
 three days after day 0, and the probe is said now. Everything else is the shipped path: the chat request
 (classify, retrieve, inject, relay, tee, outbox), the durable job, the worker, the management API. The
 upstream is scripted (the same assistant replies for every system compared); the memory LLM is a real
-server (`llm_base_url`) or the scripted fake (each turn's `fake` answer).
+server (`llm_base_url`), the oracle (each turn's ideal answer) or the scripted fake (each turn's `fake`
+extraction answer). Users marked `openwebui` are sent as OpenWebUI sends a chat: their system prompt,
+then the whole conversation so far, every turn in one chat, with OpenWebUI's identity headers.
 
 Per user: seeds through `POST /api/v1/memories`, each turn through `POST /v1/chat/completions` (streamed)
 and then a wait for its formation job, the active memories through `GET /api/v1/memories`, the audit rows
@@ -36,7 +38,7 @@ from proxy.observability import configure_logging
 from proxy.settings import load_settings
 
 from .scenarios import Turn, User
-from .scripted import ScriptedChat, serving
+from .scripted import ScriptedChat, ScriptedMemoryLLM, serving
 
 API_KEY = "formation-benchmark-key-0123456789"
 JOB_DEADLINE_S = 1800.0  # a job on a slow CPU model, retries with backoff included
@@ -76,7 +78,7 @@ def _llm_counts() -> dict[str, float]:
 
 class ProxyRun:
     def __init__(self, client: httpx.AsyncClient, conninfo: str, upstream: ScriptedChat,
-                 memory_llm: ScriptedChat | None, clock: Clock) -> None:
+                 memory_llm: ScriptedMemoryLLM | None, clock: Clock) -> None:
         self.client, self.conninfo, self.upstream, self.memory_llm, self.clock = (
             client, conninfo, upstream, memory_llm, clock)
 
@@ -84,7 +86,7 @@ class ProxyRun:
         user_id = f"{user.id}-{tag}"
         start = datetime.now(UTC) - timedelta(days=user.probe.day)
         result: dict[str, Any] = {"id": user.id, "category": user.category, "turns": [], "errors": []}
-        self.clock.at = start
+        self.clock.at = start - timedelta(days=1)  # seeds are from an earlier session: older than any turn
         for seed in user.seeds:
             response = await self.client.post("/api/v1/memories", params={"user": user_id},
                                               json={"content": seed.text, "memory_type": seed.type})
@@ -92,16 +94,17 @@ class ProxyRun:
                 result["errors"].append(f"seed {seed.text!r}: HTTP {response.status_code} {response.text[:200]}")
         history: list[dict[str, str]] = []
         last_day = None
+        chat_id = str(uuid.uuid4())
         for number, turn in enumerate(user.turns, 1):
-            if last_day is None or turn.day - last_day >= SAME_CHAT_DAYS:
+            if not user.openwebui and (last_day is None or turn.day - last_day >= SAME_CHAT_DAYS):
                 history = []
             last_day = turn.day
             self.clock.at = start + timedelta(days=turn.day)
             if self.memory_llm:
-                self.memory_llm.say = turn.fake
+                self.memory_llm.turn, self.memory_llm.said_on = turn, self.clock.at.date()
             before = _llm_counts()
             try:
-                await self._chat(user_id, history, turn)
+                await self._chat(user_id, history, turn, user=user, chat_id=chat_id)
                 seconds = await self._formation_seconds(user_id, number)
             except Exception as exc:  # noqa: BLE001 - recorded for this user; the run goes on
                 result["errors"].append(f"turn {number}: {type(exc).__name__}: {exc}")
@@ -114,17 +117,24 @@ class ProxyRun:
         result["active"] = await self._active(user_id)
         result["audit_rows"] = await self._audit_rows(user_id)
         self.clock.at = start + timedelta(days=user.probe.day)
-        await self._chat(user_id, [], user.probe)
+        if self.memory_llm:
+            self.memory_llm.turn, self.memory_llm.said_on = user.probe, self.clock.at.date()
+        await self._chat(user_id, [], user.probe, user=user, chat_id=str(uuid.uuid4()))
         result["injected"] = injected_texts(self.upstream.requests[-1])
         await self._formation_seconds(user_id, len(user.turns) + 1)  # its LLM calls are not the next user's
         return result
 
-    async def _chat(self, user_id: str, history: list[dict[str, str]], turn: Turn) -> None:
+    async def _chat(self, user_id: str, history: list[dict[str, str]], turn: Turn, *, user: User,
+                    chat_id: str) -> None:
         self.upstream.say = turn.assistant
+        system = [{"role": "system", "content": user.system}] if user.openwebui and user.system else []
         body = {"model": "benchmark", "stream": True,
-                "messages": [*history, {"role": "user", "content": turn.user}]}
-        async with self.client.stream("POST", "/v1/chat/completions", json=body,
-                                      headers={"X-OpenWebUI-User-Id": user_id}) as response:
+                "messages": [*system, *history, {"role": "user", "content": turn.user}]}
+        headers = {"X-OpenWebUI-User-Id": user_id}
+        if user.openwebui:  # as OpenWebUI 0.12.4 forwards a chat turn (../shared/OPENWEBUI.md)
+            headers |= {"X-OpenWebUI-User-Name": "Benchmark%20User", "X-OpenWebUI-User-Role": "user",
+                        "X-OpenWebUI-User-Email": f"{user.id}@example.com", "X-OpenWebUI-Chat-Id": chat_id}
+        async with self.client.stream("POST", "/v1/chat/completions", json=body, headers=headers) as response:
             async for _ in response.aiter_bytes():
                 pass
         if response.status_code != 200:
@@ -163,11 +173,12 @@ class ProxyRun:
 
 async def run_proxy(users: list[User], *, llm_base_url: str | None, llm_model: str = "local",
                     llm_mode: str = "json", database_url: str | None = None, log_file: Path | None = None,
-                    extra_env: dict[str, str] | None = None) -> dict[str, Any]:
-    """Run `users` through a fresh memory-proxy; return the results in the common format (README)."""
+                    extra_env: dict[str, str] | None = None, oracle: bool = False) -> dict[str, Any]:
+    """Run `users` through a fresh memory-proxy; return the results in the common format (README). Without
+    `llm_base_url` the memory LLM is scripted: the oracle, or the fake."""
     data_dir = Path(tempfile.mkdtemp(prefix="formation-bench-"))
     upstream = ScriptedChat("scripted-upstream")
-    memory_llm = None if llm_base_url else ScriptedChat("scripted-memory-llm")
+    memory_llm = None if llm_base_url else ScriptedMemoryLLM(fake=not oracle)
     clock = Clock(datetime.now(UTC))
     started = datetime.now(UTC)
     async with serving(upstream) as upstream_url, (serving(memory_llm) if memory_llm else nullcontext()) as fake_llm_url:
@@ -210,7 +221,8 @@ async def run_proxy(users: list[User], *, llm_base_url: str | None, llm_model: s
             sys.stderr = stderr
             if log:
                 log.close()
-    return {"system": "memory-proxy", "llm_base_url": llm_base_url or "scripted fake", "llm_mode": llm_mode,
+    scripted = "oracle" if oracle else "scripted fake"
+    return {"system": "memory-proxy", "llm_base_url": llm_base_url or scripted, "llm_mode": llm_mode,
             "embedder": settings.embedding.model, "started_at": started.isoformat(),
             "finished_at": datetime.now(UTC).isoformat(), "users": results}
 

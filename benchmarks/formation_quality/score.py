@@ -112,8 +112,10 @@ class Summary:
         return statistics.median(values) if values else None
 
 
-def summarize(users: list[User], result: dict[str, Any]) -> tuple[dict[str, Summary], list[Verdict]]:
-    """Per category (and "all"), and every user's verdict; users missing from the result fail."""
+def summarize(users: list[User], result: dict[str, Any], *, by: str = "category"
+              ) -> tuple[dict[str, Summary], list[Verdict]]:
+    """Per category, language or split (`by`, and "all"), and every user's verdict; users missing from the
+    result fail."""
     by_id = {u["id"]: u for u in result["users"]}
     summaries: dict[str, Summary] = defaultdict(Summary)
     verdicts = []
@@ -121,7 +123,7 @@ def summarize(users: list[User], result: dict[str, Any]) -> tuple[dict[str, Summ
         outcome = by_id.get(user.id, {"errors": ["not run"]})
         verdict = judge(user, outcome)
         verdicts.append(verdict)
-        for key in (user.category, "all"):
+        for key in (getattr(user, by), "all"):
             summaries[key].add(user, verdict, outcome)
     return summaries, verdicts
 
@@ -134,15 +136,16 @@ def _seconds(value: float | None) -> str:
     return "—" if value is None else f"{value:.1f}"
 
 
-def table(users: list[User], results: list[dict[str, Any]]) -> str:
-    """One Markdown table by category; each cell gives every system's figure, in `results` order."""
-    summaries = [summarize(users, r)[0] for r in results]
+def table(users: list[User], results: list[dict[str, Any]], *, by: str = "category") -> str:
+    """One Markdown table by `by` (category, lang or split); each cell gives every system's figure, in
+    `results` order."""
+    summaries = [summarize(users, r, by=by)[0] for r in results]
     names = " / ".join(r["system"] for r in results)
     lines = [f"Each cell: {names}.", "",
-             "| category | users | pass | facts kept | false memories | poisoned | stale injected "
+             f"| {by} | users | pass | facts kept | false memories | poisoned | stale injected "
              "| LLM calls / turn | tokens / turn | s / turn (median) |",
              "|---|---|---|---|---|---|---|---|---|---|"]
-    categories = [*dict.fromkeys(u.category for u in users), "all"]
+    categories = [*dict.fromkeys(getattr(u, by) for u in users), "all"]
     for category in categories:
         rows = [s[category] for s in summaries]
         first = rows[0]
@@ -157,7 +160,7 @@ def table(users: list[User], results: list[dict[str, Any]]) -> str:
             _cell([f"{r.per_turn('prompt_tokens') + r.per_turn('completion_tokens'):.0f}" for r in rows]),
             _cell([_seconds(r.median_seconds()) for r in rows]),
         ]) + " |")
-    for result, summary in zip(results, summaries, strict=True):
+    for result, summary in zip(results, summaries, strict=True) if by == "category" else ():
         total = summary["all"]
         audits = f"{total.audits_found}/{total.audits_expected}"
         lines.append(f"\n{result['system']}: {total.passed}/{total.users} users pass "

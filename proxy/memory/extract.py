@@ -1,18 +1,16 @@
-"""The one memory-LLM call of a formation job: the new facts of a turn, each with its type and the
-known fact it replaces (prompts/extract.md, then prompts/extract_turn.md).
+"""The extraction call of a formation job: the new lasting facts of a turn, each with its type, and what
+the user asks to forget, if anything (prompts/memory.md, then prompts/extract_turn.md).
 
-The fixed instructions are the system message and come first, so that a local server (llama.cpp,
+The fixed instructions, shared by every formation call, are the system message and come first, so that a local server (llama.cpp,
 Ollama) reuses them from its prompt cache; what changes per turn comes last. The reply is read
 leniently: a small model's usual deviations (a bare list, strings instead of objects, another key, an
-unknown type, `"replaces": 5e981234` or `"[2]"`) are mapped onto the schema rather than failing the
-call, because a re-ask at temperature 0 returns the same answer. Only a reply that is not JSON at all
-fails (instructor re-asks once; then the job is retried like any LLM failure).
+unknown type, a stray `replaces`) are mapped onto the schema rather than failing the call, because a
+re-ask at temperature 0 returns the same answer. Only a reply that is not JSON at all fails (instructor
+re-asks once; then the job is retried like any LLM failure).
 """
 
 from __future__ import annotations
 
-import math
-import re
 from typing import Any
 
 from pydantic import BaseModel, Field, field_validator, model_validator
@@ -21,8 +19,8 @@ from ..prompts import load_prompt, render
 from ..settings import MEMORY_TYPES
 from .llm import MemoryLLM
 
-_NUMBER = re.compile(r"\d{1,3}")
 _FACT_KEYS = ("fact", "text", "memory", "content", "statement")
+MAX_FORGET_CHARS = 200
 
 
 class ExtractedFact(BaseModel):
@@ -31,7 +29,6 @@ class ExtractedFact(BaseModel):
     fact: str = Field(description='one short sentence that starts with "User"')
     type: str = Field(default="preference",
                       description=f"{', '.join(MEMORY_TYPES[:-1])} or {MEMORY_TYPES[-1]}")
-    replaces: int = Field(default=0, description="number of the known fact it changes, 0 for none")
 
     @field_validator("type", mode="before")
     @classmethod
@@ -39,33 +36,29 @@ class ExtractedFact(BaseModel):
         text = str(value).strip().lower()
         return text if text in MEMORY_TYPES else "preference"
 
-    @field_validator("replaces", mode="before")
-    @classmethod
-    def _small_number(cls, value: Any) -> int:
-        """A listed fact's number, or 0: `inf`, 5e981234, "[2]", null and words all map to a number or 0."""
-        if isinstance(value, bool) or value is None:
-            return 0
-        if isinstance(value, int | float):
-            return int(value) if math.isfinite(value) and value == int(value) and 0 <= value < 1000 else 0
-        match = _NUMBER.search(str(value))
-        return int(match.group()) if match else 0
 
-
-class ExtractedFacts(BaseModel):
-    """The new lasting facts of the user's message; an empty list when there are none."""
+class Extraction(BaseModel):
+    """The new lasting facts of the user's message (an empty list when there are none), and what the user
+    asks to forget ("" when nothing)."""
 
     facts: list[ExtractedFact] = Field(default_factory=list)
+    forget: str = Field(default="", description="what the user asks to forget, in a few words, or empty")
 
     @model_validator(mode="before")
     @classmethod
-    def _lenient(cls, value: Any) -> dict[str, list[dict[str, Any]]]:
+    def _lenient(cls, value: Any) -> dict[str, Any]:
+        forget: Any = ""
         if isinstance(value, dict):
+            forget = value.get("forget") or ""
             items = next((value[k] for k in ("facts", "memories", "new_facts") if k in value), None)
             if items is None and any(k in value for k in _FACT_KEYS):
                 items = [value]  # one fact, not wrapped in a list
         else:
             items = value
-        return {"facts": [fact for item in (items if isinstance(items, list) else []) if (fact := _fact(item))]}
+        if isinstance(forget, list):  # ["my job"]
+            forget = " ".join(str(f) for f in forget)
+        return {"facts": [fact for item in (items if isinstance(items, list) else []) if (fact := _fact(item))],
+                "forget": str(forget).strip()[:MAX_FORGET_CHARS]}
 
 
 def _fact(item: Any) -> dict[str, Any] | None:
@@ -75,19 +68,22 @@ def _fact(item: Any) -> dict[str, Any] | None:
     if not isinstance(item, dict):
         return None
     text = next((item[k] for k in _FACT_KEYS if isinstance(item.get(k), str) and item[k].strip()), None)
-    return {**item, "fact": text.strip()} if text else None
+    return {"fact": text.strip(), "type": item.get("type", "preference")} if text else None
 
 
-def _neutral(text: str) -> str:
+def neutral(text: str) -> str:
     """The user's text with angle brackets replaced: nothing inside it can close or open a prompt tag."""
     return text.replace("<", "‹").replace(">", "›")
 
 
-async def extract_facts(llm: MemoryLLM, *, today: str, known: list[str], before: str,
-                        message: str) -> list[ExtractedFact]:
-    known_lines = "\n".join(f"[{i}] {text}" for i, text in enumerate(known, 1)) or "none"
-    turn = render("extract_turn.md", today=today, known=known_lines, before=_neutral(before) or "none",
-                  message=_neutral(message))
-    result = await llm.structured(ExtractedFacts, [{"role": "system", "content": load_prompt("extract.md")},
-                                                   {"role": "user", "content": turn}], purpose="extract")
-    return result.facts
+def numbered(texts: list[str]) -> str:
+    """Known facts as the prompts list them: "[1] …" lines, or "none"."""
+    return "\n".join(f"[{i}] {neutral(text)}" for i, text in enumerate(texts, 1)) or "none"
+
+
+async def extract_facts(llm: MemoryLLM, *, today: str, before: str, message: str) -> Extraction:
+    """The call reads the message alone, not the user's memories: a small model shown known facts copies
+    them instead of the news. Comparing with what is known is the relate call's (memory/resolve.py)."""
+    turn = render("extract_turn.md", today=today, before=neutral(before) or "none", message=neutral(message))
+    return await llm.structured(Extraction, [{"role": "system", "content": load_prompt("memory.md")},
+                                             {"role": "user", "content": turn}], purpose="extract")

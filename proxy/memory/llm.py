@@ -3,26 +3,43 @@
 One narrow interface — `await llm.structured(ResponseModel, messages, purpose=...)` — whatever the
 provider. Both SDKs get an `httpx.AsyncClient` we own (mistralai 3.x would otherwise use httpx2,
 which respx cannot intercept). Every call is bounded by MEMORY_LLM_TIMEOUT and counted with its tokens.
-Any failure becomes `MemoryUnavailable("llm")`: the worker retries the job with backoff.
+A reply that does not validate even after instructor's one re-ask (not JSON, truncated, nested too deep,
+a lone surrogate, the wrong shape) is `MalformedReply`: the model has answered, and asking again at
+temperature 0 answers the same, so the caller reads it as an empty answer ("no facts") instead of
+failing the job. Any other failure (timeout, HTTP error, connection) becomes `MemoryUnavailable("llm")`:
+the worker retries the job with backoff.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from functools import cache
 from typing import Any, TypeVar
 
 import httpx
 import instructor
 import openai
+from instructor.exceptions import InstructorRetryException, ResponseParsingError
 from mistralai.client import Mistral
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from ..errors import MemoryUnavailable
 from ..observability import LLM_CALLS, LLM_TOKENS
 from ..settings import MemoryLLMSettings
 
 Model = TypeVar("Model", bound=BaseModel)
+_UNREADABLE = (ValidationError, json.JSONDecodeError, ResponseParsingError, RecursionError, UnicodeError)
+
+
+class MalformedReply(Exception):
+    """The memory LLM answered, but with nothing that reads as the expected shape."""
+
+
+def _malformed(exc: BaseException) -> bool:
+    """The call failed on the reply itself, not on the way to it (instructor wraps both)."""
+    cause = exc.__cause__ if isinstance(exc, InstructorRetryException) else exc
+    return isinstance(cause, _UNREADABLE)
 
 MODES = {
     "tools": instructor.Mode.TOOLS,
@@ -67,7 +84,8 @@ class MemoryLLM:
 
     async def structured(self, response_model: type[Model], messages: list[dict[str, str]], *,
                          purpose: str) -> Model:
-        """One structured call; instructor re-asks once when the output does not validate."""
+        """One structured call; instructor re-asks once when the output does not validate, then
+        `MalformedReply`."""
         try:
             async with asyncio.timeout(self.settings.timeout_s):
                 result, completion = await self._client.create_with_completion(
@@ -76,6 +94,9 @@ class MemoryLLM:
                     **self._constrained(response_model),
                 )
         except Exception as exc:  # timeouts, HTTP errors, invalid output after the re-ask
+            if _malformed(exc):
+                LLM_CALLS.labels(purpose, "malformed").inc()
+                raise MalformedReply(f"{purpose}: {type(exc.__cause__ or exc).__name__}") from exc
             LLM_CALLS.labels(purpose, "error").inc()
             raise MemoryUnavailable("llm", f"{purpose} call failed: {type(exc).__name__}: {exc}") from exc
         LLM_CALLS.labels(purpose, "ok").inc()
