@@ -119,7 +119,8 @@ FORMATION_LATENCY = Histogram(
 )
 REDACTIONS = Counter("memory_proxy_redactions_total",
                      "Secrets replaced by [REDACTED: kind] before anything was stored, by kind.", ["kind"])
-LLM_CALLS = Counter("memory_proxy_llm_calls_total", "Memory-LLM calls by purpose (extract: the formation call) and outcome.",
+LLM_CALLS = Counter("memory_proxy_llm_calls_total",
+                    "Memory-LLM calls by purpose (extract, relate, forget) and outcome (ok, error, malformed).",
                     ["purpose", "outcome"])
 LLM_TOKENS = Counter("memory_proxy_llm_tokens_total", "Memory-LLM tokens by purpose and kind (prompt, completion).",
                      ["purpose", "kind"])

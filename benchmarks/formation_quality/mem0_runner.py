@@ -203,6 +203,9 @@ def run_user(Memory: Any, user: dict[str, Any], args: argparse.Namespace, workdi
                                  threshold=PROBE_THRESHOLD)["results"]
             result["injected"] = [hit["memory"] for hit in hits]
             result["injected_scores"] = [round(hit["score"], 4) for hit in hits]
+        result["asked"] = [[hit["memory"] for hit in memory.search(
+            question, filters={"user_id": mem0_user}, top_k=PROBE_TOP_K, threshold=PROBE_THRESHOLD)["results"]]
+            for question in user.get("questions", [])]
         result["audit_rows"] = sum(1 for memory_id in sorted(seen_ids)
                                    for row in memory.history(memory_id) if row["event"] in AUDIT_EVENTS)
         log(f"{len(result['active'])} active, {len(result['injected'])} injected, "

@@ -122,6 +122,14 @@ class ProxyRun:
         await self._chat(user_id, [], user.probe, user=user, chat_id=str(uuid.uuid4()))
         result["injected"] = injected_texts(self.upstream.requests[-1])
         await self._formation_seconds(user_id, len(user.turns) + 1)  # its LLM calls are not the next user's
+        result["asked"] = []
+        for number, question in enumerate(user.questions, len(user.turns) + 2):
+            asked = Turn(day=user.probe.day, user=question)
+            if self.memory_llm:
+                self.memory_llm.turn = asked
+            await self._chat(user_id, [], asked, user=user, chat_id=str(uuid.uuid4()))
+            result["asked"].append(injected_texts(self.upstream.requests[-1]))
+            await self._formation_seconds(user_id, number)
         return result
 
     async def _chat(self, user_id: str, history: list[dict[str, str]], turn: Turn, *, user: User,

@@ -5,9 +5,9 @@ Two splits: **dev** (users.toml, holdout.toml and dev/*.toml: the team's own use
 formation code, frozen, never read case by case while developing; only its figures count).
 
 Each turn may carry its **ideal answer** (`ideal`, `forget`, `forgets`): what a perfect memory LLM would
-say of it. The oracle (`oracle.py`) answers every formation call from it, so that a run with it measures
-the deterministic layer alone; `simulate()` applies it without any proxy, so that a writer can check that
-their ideal answers and their expectations agree.
+say of it. The oracle (`scripted.ScriptedMemoryLLM`) answers every formation call from it, so that a run
+with it measures the deterministic layer alone; `simulate()` applies it without any proxy, so that a
+writer can check that their ideal answers and their expectations agree.
 """
 
 from __future__ import annotations
@@ -80,6 +80,7 @@ class User:
     openwebui: bool = False  # sent as OpenWebUI sends a chat: system prompt and the whole conversation
     system: str = ""  # that system prompt (OpenWebUI's per-user or per-model system prompt), if any
     split: str = "dev"
+    questions: tuple[str, ...] = ()  # more probes, each asked after the probe: what is injected for each is kept
 
 
 def _seed(raw: str | dict[str, Any]) -> Seed:
@@ -119,7 +120,7 @@ def load_users(path: Path | list[Path] = USERS_FILE, *, only: set[str] | None = 
                         probe=_turn(raw["probe"]), expect=Expect(**raw.get("expect", {})),
                         seeds=[_seed(s) for s in raw.get("seed", [])], ci=raw.get("ci", False),
                         lang=raw.get("lang", "en"), openwebui=raw.get("openwebui", False),
-                        system=raw.get("system", ""), split=split)
+                        system=raw.get("system", ""), split=split, questions=tuple(raw.get("questions", ())))
             if ((only and user.id not in only) or (categories and user.category not in categories)
                     or (ci and not user.ci) or (langs and user.lang not in langs)):
                 continue
