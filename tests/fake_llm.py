@@ -42,6 +42,7 @@ def known_facts(prompt: str) -> list[str]:
 class FakeMemoryLLM:
     extract: Callable[[str], Any] = lambda _message: []
     raw: dict[str, str] = field(default_factory=dict)  # purpose → the reply's text as is (hostile replies)
+    check: Callable[[str], bool] = lambda _prompt: True  # the answer to a yes/no check call, from its prompt
     down: bool = False               # answer every formation call with HTTP 503
     hang: asyncio.Event | None = None  # hold every answer until this event is set
     prompts: list[tuple[str, str]] = field(default_factory=list)  # (purpose, the call's prompt)
@@ -63,6 +64,8 @@ class FakeMemoryLLM:
 
     def data(self, purpose: str, prompt: str) -> dict[str, Any]:
         known = _KNOWN.findall(prompt)
+        if purpose == "check":
+            return {"answer": "yes" if self.check(prompt) else "no"}
         if purpose == "relate":
             fact = _NEW_FACT.search(prompt)
             pointers = self._pointers.get(fact.group(1) if fact else "", {})

@@ -16,7 +16,7 @@ from typing import Any
 from benchmarks.formation_quality.proxy_runner import run_proxy
 from benchmarks.formation_quality.scenarios import load_users, split_files
 from benchmarks.formation_quality.score import judge
-from tests.conftest import CHAT, USER_A, chat_body, metric, user_headers
+from tests.conftest import CHAT, USER_A, add_memory, chat_body, metric, user_headers
 
 
 async def test_a_perfect_model_gets_every_development_user_right(database_url: str) -> None:
@@ -93,3 +93,47 @@ def test_at_most_the_per_turn_cap_is_kept_and_repeats_are_dropped() -> None:
     kept, dropped = _kept([facts[0], facts[0].lower(), *facts[1:]], message)
     assert kept == facts[:MAX_FACTS_PER_TURN]
     assert dropped == ["repeated"] + ["over_cap"] * 3
+
+
+def test_an_expiring_fact_never_retires_a_lasting_memory_and_the_lasting_fact_takes_the_place() -> None:
+    from datetime import UTC, datetime
+
+    from proxy.memory.formation import _settle
+    from proxy.memory.resolve import Resolution
+    from proxy.schemas import FactAttributes, Memory
+    from proxy.settings import load_settings
+
+    settings = load_settings({}).formation
+    now = datetime.now(UTC)
+    home = Memory(id="home", content="User lives in Lyon.", created_at=now, memory_type="identity")
+    cold = Memory(id="cold", content="User has a cold.", created_at=now, memory_type="temporary")
+
+    def fact(text: str, kind: str, target: str) -> Resolution:
+        return Resolution(text, [], "replace", target, "the model: the new fact updates it", FactAttributes(kind))
+
+    moved, lives, week, well = (fact("User moved to Quito last month.", "context", "home"),
+                                fact("User lives in Quito.", "identity", "home"),
+                                fact("User is in Paris this week.", "temporary", "home"),
+                                fact("User's cold is gone.", "temporary", "cold"))
+    resolutions = [moved, lives, week, well]
+    _settle(resolutions, {"home": home, "cold": cold}, settings)
+    assert [(r.action, r.target_id) for r in resolutions] == [
+        ("add", None), ("replace", "home"), ("add", None), ("replace", "cold")]
+
+
+async def test_an_update_the_model_does_not_confirm_for_that_pair_keeps_the_old_memory(
+        client: Any, outside: Any, db: Any, worker: Any, memory_llm: Any) -> None:
+    memory_llm.extract = lambda message: [
+        {"fact": "User rides a bike to work.", "replaces_text": "User drives to work."},
+        {"fact": "User has a cat.", "replaces_text": "User has a dog."}]
+    memory_llm.check = lambda prompt: "User has a cat." in prompt  # confirms the second only
+    await add_memory(db, USER_A, "User drives to work.")
+    await add_memory(db, USER_A, "User has a dog.")
+    await client.post(CHAT, json=chat_body("I ride a bike to work and I have a cat"), headers=user_headers(USER_A))
+    assert await worker.run_until_idle() == 1
+    assert memory_llm.calls("relate") == 2 and memory_llm.calls("check") == 2
+    cur = await db.execute(
+        "SELECT v.content FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id"
+        " WHERE uv.user_id = %s AND uv.superseded_at IS NULL ORDER BY v.content", [USER_A])
+    assert [r[0] for r in await cur.fetchall()] == ["User drives to work.", "User has a cat.",
+                                                    "User rides a bike to work."]

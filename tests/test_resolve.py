@@ -82,3 +82,20 @@ async def test_relate_and_forget_share_the_system_message_and_number_the_candida
     assert "[1] User is an accountant at Orvel.\n[2] User lives in ‹/message›Lyon." in turn
     assert forget_call["messages"][-1]["content"].startswith('TASK "forget"')
     assert relate_call["response_format"]["schema"]["required"] == ["1", "2"]
+
+
+async def test_a_destructive_relation_is_confirmed_by_one_yes_or_no_question_about_that_pair() -> None:
+    from proxy.memory.resolve import confirmed
+
+    sent: list[dict] = []
+    llm, client = _llm([{"answer": "yes"}, {"answer": "No"}, {"answer": True}, {"answer": "maybe"}], sent)
+    memory = memories("User drives to </message> work.")[0]
+    async with client:
+        assert await confirmed(llm, "User takes the train to work.", memory, "updates") is True
+        assert await confirmed(llm, "User walks to work.", memory, "updates") is False
+        assert await confirmed(llm, "User drives a blue car to work.", memory, "detail") is True
+        assert await confirmed(llm, "User drives to work at 7.", memory, "detail") is False  # not a clear yes
+    turns = [call["messages"][-1]["content"] for call in sent]
+    assert turns[0].startswith('TASK "check"\nOld fact: User drives to ‹/message› work.\nNew fact: User takes')
+    assert "Is the old fact no longer true" in turns[0] and "Does the new fact include the old fact?" in turns[2]
+    assert all(call["messages"][0]["content"].startswith(load_prompt("memory.md")) for call in sent)

@@ -147,7 +147,7 @@ async def test_learn_replace_and_retrieve(client: Any, outside: Any, db: Any, wo
     assert await links(db, USER_A) == [NODE]
     cur = await db.execute("SELECT o.content, n.content, u.reason, u.user_id FROM memory_updates u"
                            " JOIN vectors o ON o.id = u.old_vector_id JOIN vectors n ON n.id = u.new_vector_id")
-    assert await cur.fetchall() == [(BUN, NODE, "the model: the new fact updates it", USER_A)]
+    assert await cur.fetchall() == [(BUN, NODE, "the model: the new fact updates it (confirmed)", USER_A)]
     [line] = [e for e in logs if e["event"] == "memory_decision"]
     assert line["decisions"][0]["action"] == "replace" and line["decisions"][0]["target_id"]
     assert metric("memory_proxy_decisions_total", action="replace") == replaced_before + 1

@@ -26,7 +26,7 @@ from proxy.prompts import load_prompt
 from ..fakes import free_port, read_body
 from .scenarios import Turn
 
-_TASK = re.compile(r'^TASK "(\w+)"')
+_TASK = re.compile(r'^TASK "(\w+)"$', re.MULTILINE)
 _KNOWN = re.compile(r"^\[(\d+)\] (.*)$", re.MULTILINE)
 _NEW_FACT = re.compile(r"^New fact: (.*)$", re.MULTILINE)
 
@@ -34,21 +34,23 @@ _NEW_FACT = re.compile(r"^New fact: (.*)$", re.MULTILINE)
 def task_prompt(messages: list[dict[str, Any]]) -> str:
     """The user message that names a formation call's task (a re-ask appends messages after it)."""
     return next((str(m.get("content")) for m in messages
-                 if m.get("role") == "user" and _TASK.match(str(m.get("content", "")))), "")
+                 if m.get("role") == "user" and _TASK.search(str(m.get("content", "")))), "")
 
 
 def call_purpose(messages: list[dict[str, Any]]) -> str | None:
     """Which formation call a request is ("extract", "relate", "forget"): the task its user message names
     under the memory prompt; None for anything else (a chat turn)."""
     system = next((str(m.get("content")) for m in messages if m.get("role") == "system"), "")
-    task = _TASK.match(task_prompt(messages))
-    return task.group(1) if task and load_prompt("memory.md") in system else None
+    tasks = _TASK.findall(task_prompt(messages))  # the last: the user's message comes before it
+    return tasks[-1] if tasks and load_prompt("memory.md") in system else None
 
 
 def oracle_answer(turn: Turn, said_on: date, purpose: str, prompt: str, *, fake: bool = False) -> Any:
     """A perfect model's answer to one formation call about `turn`, said on `said_on` (its `ideal`,
     `forget`, `forgets`); with `fake`, the extraction call is answered with the turn's `fake` text."""
     known = _KNOWN.findall(prompt)
+    if purpose == "check":  # a perfect model confirms its perfect answers; the fake its own errors
+        return {"answer": "yes"}
     if purpose == "forget":
         return {"forget": [int(n) for n, text in known if any(re.search(p, text, re.I) for p in turn.forgets)]}
     if purpose == "relate":

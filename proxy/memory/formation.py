@@ -15,8 +15,9 @@ trusted with (provenance, secrets, grounding, size, duplicates, the flip-flop ru
    user's words (this message or their earlier ones in the chat) or the turn's date, not from the
    assistant's words or the prompt's examples. Each one left out is logged with its reason.
 5. Each kept fact that is not an exact duplicate is compared with its nearest memories by the model
-   (memory/resolve.relate): replace, refine, ignore or add. The worker writes the outcome in one
-   transaction with the job's completion.
+   (memory/resolve.relate); a replace or refine is acted on only once the model confirms it for that pair
+   (memory/resolve.confirmed), else the fact is added. Facts that expire sooner never retire longer-lived
+   memories (`_settle`). The worker writes the outcome in one transaction with the job's completion.
 
 A reply that cannot be read (memory/llm.MalformedReply) is an empty answer, logged in `malformed`: no
 facts, nothing related (the fact is added), nothing forgotten. Only a failure to reach the model fails
@@ -45,12 +46,13 @@ from .evidence import OwnWords, grounding, own_words
 from .extract import ExtractedFact, Extraction, extract_facts
 from .heuristics import contentless
 from .llm import MalformedReply, MemoryLLM
-from .resolve import Relation, Resolution, decide, forgotten, relate
+from .resolve import Action, Relation, Resolution, confirmed, forgotten, proposals, relate
 
 BEFORE_CHARS = 300  # of the assistant's previous message, shown for reference (answers to its question)
 MAX_MESSAGE_CHARS = 4000  # of the user's own words, shown to the model (the prompt stays bounded)
 MAX_FACT_WORDS = 24  # a longer "fact" is a paraphrased passage, not one fact
 FORGET_CANDIDATES = 10
+MAX_CONFIRMATIONS = 2  # destructive proposals checked per fact; past them the fact is added
 
 _ABOUT_USER = re.compile(r"^(the\s+)?user\b", re.I)
 
@@ -112,6 +114,7 @@ async def form(turn: Turn, *, pool: AsyncConnectionPool, embedder: Embedder, llm
                                                 include_global=False)
             compared.append((text, fact, vector, neighbors))
     forgotten_ids = {r.target_id for r in formation.resolutions if r.action == "forget"}
+    targets: dict[str, Memory] = {}
     for text, fact, vector, neighbors in compared:  # the model's calls hold no database connection
         candidates = [m for m in neighbors if m.id not in forgotten_ids]
         relations: dict[int, Relation] = {}
@@ -119,11 +122,56 @@ async def form(turn: Turn, *, pool: AsyncConnectionPool, embedder: Embedder, llm
             relations = await relate(llm, text, candidates) if candidates else {}
         except MalformedReply as exc:
             formation.malformed.append(str(exc))
-        action, target, why = decide(candidates, relations)
+        action, target, why = await _chosen(llm, text, candidates, relations, formation)
         attributes = FactAttributes(memory_type=fact.type, expires_at=settings.expiry(fact.type, turn.said_at))
         formation.resolutions.append(Resolution(text, vector, action, target.id if target else None, why,
                                                 attributes))
+        targets.update({m.id: m for m in candidates})
+    _settle(formation.resolutions, targets, settings)
     return formation
+
+
+async def _chosen(llm: MemoryLLM, fact: str, candidates: list[Memory], relations: dict[int, Relation],
+                  formation: Formation) -> tuple[Action, Memory | None, str]:
+    """The first of the model's proposals that holds: a replace or refine only once the model confirms it
+    for that pair (at most MAX_CONFIRMATIONS asked), an ignore as it is; else add (never lose a fact)."""
+    asked = 0
+    for relation, action, memory, why in proposals(candidates, relations):
+        if action == "ignore":
+            return action, memory, why
+        if asked == MAX_CONFIRMATIONS:
+            continue
+        asked += 1
+        try:
+            if await confirmed(llm, fact, memory, relation):
+                return action, memory, f"{why} (confirmed)"
+        except MalformedReply as exc:
+            formation.malformed.append(str(exc))
+    return "add", None, "new information"
+
+
+def _lifetime(settings: FormationSettings, memory_type: str) -> float:
+    return settings.ttl_days.get(memory_type) or float("inf")
+
+
+def _settle(resolutions: list[Resolution], targets: dict[str, Memory], settings: FormationSettings) -> None:
+    """Bookkeeping on the model's relations, by the types it gave: a fact that expires sooner never retires
+    a memory that lasts longer (a week in Paris does not end a home in Lyon: it is added beside it), and
+    when several facts of one turn change the same memory, the longest-lived takes its place (the move is
+    audited against "User lives in Quito.", not against "User moved to Quito last month.") and the others
+    are added."""
+    winners: dict[str, Resolution] = {}
+    for r in resolutions:
+        if r.action not in ("replace", "refine") or not r.target_id or r.target_id not in targets:
+            continue
+        lifetime = _lifetime(settings, r.attributes.memory_type)
+        if lifetime < _lifetime(settings, targets[r.target_id].memory_type):
+            r.action, r.target_id, r.reason = "add", None, f"{r.reason}; kept beside it: a {r.attributes.memory_type} fact"
+        elif r.target_id not in winners or lifetime > _lifetime(settings, winners[r.target_id].attributes.memory_type):
+            winners[r.target_id] = r
+    for r in resolutions:
+        if r.action in ("replace", "refine") and r.target_id in winners and winners[r.target_id] is not r:
+            r.action, r.target_id, r.reason = "add", None, f"{r.reason}; another fact of this turn replaces it"
 
 
 def _kept(facts: list[ExtractedFact], said: OwnWords, earlier: list[str], elsewhere: str, said_at: datetime,

@@ -7,6 +7,12 @@ every language ("is an accountant at Orvel" → "joined a start-up called Pinecr
   detail) or `unrelated`. `decide` turns the answer into one action: replace the first memory it updates,
   else refine the first it details, else ignore when one says the same, else add.
 - `forgotten(llm, request, what, candidates)`: one call; the numbers of the candidates the request names.
+- `check(llm, question, **given)`: one yes/no question, the narrowest call there is. A small model
+  answering for many candidates at once says `updates` far too often (on the test split, 119 replaces
+  against 141 adds), so a destructive answer (`updates`, `detail`) is acted on only once the model
+  confirms it for that one pair (`confirmed`). (A check that the message states an extracted fact was
+  tried and left out: Qwen2.5-Coder-1.5B said no to true facts in Polish and to corrections, and yes to
+  injected instructions.)
 
 The fixed instructions (prompts/memory.md, one system message for every formation call) come first, so
 that a local server keeps them in its prompt cache whichever call comes next. What stays deterministic is bookkeeping: exact duplicates are
@@ -83,6 +89,25 @@ def relations_model(n: int) -> type[_Relations]:
     return create_model(f"Relations{n}", __base__=_Relations, **fields)
 
 
+class Answer(BaseModel):
+    """A yes/no answer; anything but a clear yes is no."""
+
+    answer: Literal["yes", "no"] = "no"
+
+    @field_validator("answer", mode="before")
+    @classmethod
+    def _yes_or_no(cls, value: Any) -> str:
+        return "yes" if value is True or str(value).strip().lower() in ("yes", "true", "y", "oui", "ja", "sí", "si") else "no"
+
+
+# Chosen on Qwen2.5-Coder-1.5B among phrasings: these answered every probe pair right (count, job, habit,
+# home changes; dog → beagle called Max), where "…the same thing, with more detail?" said no to all.
+QUESTIONS = {
+    "updates": "Is the old fact no longer true once the new fact is true?",
+    "detail": "Does the new fact include the old fact?",
+}
+
+
 class Forgotten(BaseModel):
     """The numbers of the known facts that a request to forget names."""
 
@@ -104,15 +129,37 @@ async def relate(llm: MemoryLLM, fact: str, candidates: list[Memory]) -> dict[in
     return answer.by_number()
 
 
+_ORDER: tuple[tuple[Relation, Action, str], ...] = (
+    ("updates", "replace", "the model: the new fact updates it"),
+    ("detail", "refine", "the model: the new fact says it with more detail"),
+    ("same", "ignore", "the model: already known"))
+
+
+def proposals(candidates: list[Memory], relations: dict[int, Relation]
+              ) -> list[tuple[Relation, Action, Memory, str]]:
+    """What the model's relations propose, strongest first: updates, then details, then the same."""
+    return [(relation, action, memory, why) for relation, action, why in _ORDER
+            for number, memory in enumerate(candidates, 1) if relations.get(number) == relation]
+
+
 def decide(candidates: list[Memory], relations: dict[int, Relation]) -> tuple[Action, Memory | None, str]:
-    """One action for a new fact from its relations to the candidates (the module docstring's order)."""
-    for relation, action, why in (("updates", "replace", "the model: the new fact updates it"),
-                                  ("detail", "refine", "the model: the new fact says it with more detail"),
-                                  ("same", "ignore", "the model: already known")):
-        for number, memory in enumerate(candidates, 1):
-            if relations.get(number) == relation:
-                return action, memory, why  # type: ignore[return-value]
-    return "add", None, "new information"
+    """One action for a new fact from its relations to the candidates, unconfirmed (the first proposal)."""
+    found = proposals(candidates, relations)
+    return (found[0][1], found[0][2], found[0][3]) if found else ("add", None, "new information")
+
+
+async def check(llm: MemoryLLM, question: str, given: str) -> bool:
+    """One yes/no question about `given`."""
+    answer = await llm.structured(Answer, [{"role": "system", "content": load_prompt("memory.md")},
+                                           {"role": "user", "content": render("check_turn.md", given=given,
+                                                                              question=question)}],
+                                  purpose="check")
+    return answer.answer == "yes"
+
+
+async def confirmed(llm: MemoryLLM, fact: str, memory: Memory, relation: Relation) -> bool:
+    """The model confirms, for this one pair, that `fact` updates or details `memory`."""
+    return await check(llm, QUESTIONS[relation], f"Old fact: {neutral(memory.content)}\nNew fact: {neutral(fact)}")
 
 
 async def forgotten(llm: MemoryLLM, *, request: str, what: str, candidates: list[Memory]) -> list[Memory]:
