@@ -126,7 +126,7 @@ async def test_an_update_the_model_does_not_confirm_for_that_pair_keeps_the_old_
     memory_llm.extract = lambda message: [
         {"fact": "User rides a bike to work.", "replaces_text": "User drives to work."},
         {"fact": "User has a cat.", "replaces_text": "User has a dog."}]
-    memory_llm.check = lambda prompt: "User has a cat." in prompt  # confirms the second only
+    memory_llm.check = lambda prompt: "New fact: User has a cat." in prompt  # confirms the second only
     await add_memory(db, USER_A, "User drives to work.")
     await add_memory(db, USER_A, "User has a dog.")
     await client.post(CHAT, json=chat_body("I ride a bike to work and I have a cat"), headers=user_headers(USER_A))

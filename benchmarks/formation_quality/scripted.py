@@ -26,7 +26,7 @@ from proxy.prompts import load_prompt
 from ..fakes import free_port, read_body
 from .scenarios import Turn
 
-_TASK = re.compile(r'^TASK "(\w+)"$', re.MULTILINE)
+_TASK = re.compile(r'^TASK "(\w+)"', re.MULTILINE)
 _KNOWN = re.compile(r"^\[(\d+)\] (.*)$", re.MULTILINE)
 _NEW_FACT = re.compile(r"^New fact: (.*)$", re.MULTILINE)
 
@@ -41,8 +41,8 @@ def call_purpose(messages: list[dict[str, Any]]) -> str | None:
     """Which formation call a request is ("extract", "relate", "forget"): the task its user message names
     under the memory prompt; None for anything else (a chat turn)."""
     system = next((str(m.get("content")) for m in messages if m.get("role") == "system"), "")
-    tasks = _TASK.findall(task_prompt(messages))  # the last: the user's message comes before it
-    return tasks[-1] if tasks and load_prompt("memory.md") in system else None
+    task = _TASK.search(task_prompt(messages))  # the first line: the user's message comes after it
+    return task.group(1) if task and load_prompt("memory.md") in system else None
 
 
 def oracle_answer(turn: Turn, said_on: date, purpose: str, prompt: str, *, fake: bool = False) -> Any:
