@@ -35,6 +35,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--model", default="local", help="model name sent to the LLM server")
     parser.add_argument("--mode", default="json", help="MEMORY_LLM_MODE for memory-proxy (default: json)")
     parser.add_argument("--peer", choices=["mem0"], help="also run mem0 on the same users, LLM and embedder")
+    parser.add_argument("--peer-only", action="store_true",
+                        help="run only the peer (join it to a saved proxy run with --score)")
     parser.add_argument("--mem0-python", type=Path, default=Path(os.environ.get("MEM0_PYTHON", DEFAULT_MEM0_PYTHON)),
                         help="python of the venv with mem0ai (setup_mem0.sh prints it)")
     parser.add_argument("--split", choices=["dev", "test", "all"], default="dev",
@@ -62,7 +64,7 @@ def main(argv: list[str] | None = None) -> None:
         results = [json.loads(path.read_text()) for path in args.score]
     else:
         args.out.mkdir(parents=True, exist_ok=True)
-        results = [_run_proxy(args, users)]
+        results = [] if args.peer_only else [_run_proxy(args, users)]
         if args.peer == "mem0":
             results.append(_run_mem0(args, users))
     report = "\n\n".join(table(users, results, by=by) for by in ("category", "lang", "split"))
