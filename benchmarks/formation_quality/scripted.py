@@ -130,8 +130,10 @@ async def _send(send: Any, status: int, payload: dict[str, Any]) -> None:
 async def serving(app: Any, port: int | None = None) -> AsyncIterator[str]:
     """Serve an ASGI app on loopback in this event loop (its lifespan run); yield its base URL."""
     port = port or free_port()
+    # keep-alive longer than any wait between two requests of the runner: with uvicorn's 5 s, a connection
+    # closed while a slow model's job ran was reused by the client (httpx.ReadError ended a 40-user run)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
-                                           lifespan="auto", loop="none"))
+                                           lifespan="auto", loop="none", timeout_keep_alive=3600))
     task = asyncio.create_task(server.serve())
     while not server.started:
         if task.done():
