@@ -7,7 +7,7 @@ every language ("is an accountant at Orvel" → "joined a start-up called Pinecr
   detail) or `unrelated`. `decide` turns the answer into one action: replace the first memory it updates,
   else refine the first it details, else ignore when one says the same, else add.
 - `forgotten(llm, request, what, candidates)`: one call; the numbers of the candidates the request names.
-- `check(llm, question, **given)`: one yes/no question, the narrowest call there is. A small model
+- `check(llm, question, given)`: one yes/no question, the narrowest call there is. A small model
   answering for many candidates at once says `updates` far too often (on the test split, 119 replaces
   against 141 adds), so a destructive answer (`updates`, `detail`) is acted on only once the model
   confirms it for that one pair (`confirmed`). (A check that the message states an extracted fact was
@@ -100,8 +100,9 @@ class Answer(BaseModel):
         return "yes" if value is True or str(value).strip().lower() in ("yes", "true", "y", "oui", "ja", "sí", "si") else "no"
 
 
-# Chosen on Qwen2.5-Coder-1.5B among phrasings: these answered every probe pair right (count, job, habit,
-# home changes; dog → beagle called Max), where "…the same thing, with more detail?" said no to all.
+# Chosen on Qwen2.5-Coder-1.5B among phrasings, on probe pairs written here: 8 of 10 right through instructor
+# (count, job, habit, home changes; dog → beagle called Max; two unrelated pairs confirmed), where "…the same
+# thing, with more detail?" said no to every detail.
 QUESTIONS = {
     "updates": "Is the old fact no longer true once the new fact is true?",
     "detail": "Does the new fact include the old fact?",
