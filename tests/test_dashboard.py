@@ -152,7 +152,7 @@ async def drive_load(phase: int, proxy: httpx.AsyncClient, db: Any, worker: Any,
                         {"fact": f"User drinks coffee now (round {phase}).", "replaces_text": tea},  # replace
                         f"User lives near Berlin with a cat (round {phase}).",  # refine (says more)
                         f"User drinks coffee with a cat (round {phase}).",  # add
-                        f"User prefers TypeScript (round {phase})."],  # never said: dropped
+                        f"Berlin has a zoo (round {phase})."],  # not about the user: dropped
              RETRY_MSG: [f"User plays chess (round {phase})."]}
     memory_llm.extract = lambda message: facts.get(message.removesuffix(f" {phase}"), [])
 
