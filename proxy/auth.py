@@ -119,6 +119,8 @@ def bearer_token(authorization: str | None) -> str:
 USER_JWT_HEADER = "x-openwebui-user-jwt"
 JWT_ISSUER = "open-webui"
 JWT_LEEWAY_S = 10  # clock skew between OpenWebUI and us; its tokens live 300 s
+JWT_MAX_CHARS = 4096  # OpenWebUI's tokens are ~200 characters; a bigger one is refused before decoding
+TIME_CLAIMS = ("exp", "iat", "nbf")  # RFC 7519 NumericDate: PyJWT reads "9999999999" (a string) as a number
 
 
 class UserJwtVerifier:
@@ -128,11 +130,19 @@ class UserJwtVerifier:
         self._secret = secret
 
     def user_id(self, token: str) -> str:
+        if len(token) > JWT_MAX_CHARS:
+            raise AuthenticationFailed(f"{USER_JWT_HEADER} is over {JWT_MAX_CHARS} characters",
+                                       code="invalid_user_jwt")
         try:
             claims = jwt.decode(token, self._secret, algorithms=["HS256"], issuer=JWT_ISSUER,
                                 leeway=JWT_LEEWAY_S, options={"require": ["exp", "iss", "sub"]})
         except jwt.InvalidTokenError as exc:
             raise AuthenticationFailed(f"invalid {USER_JWT_HEADER}: {exc}", code="invalid_user_jwt") from exc
+        wrong = [c for c in TIME_CLAIMS if c in claims
+                 and (isinstance(claims[c], bool) or not isinstance(claims[c], int | float))]
+        if wrong:
+            raise AuthenticationFailed(f"invalid {USER_JWT_HEADER}: {', '.join(wrong)} must be a number",
+                                       code="invalid_user_jwt")
         subject = claims["sub"]
         if not isinstance(subject, str) or not subject.strip():
             raise AuthenticationFailed(f"{USER_JWT_HEADER} names no user", code="invalid_user_jwt")

@@ -72,6 +72,12 @@ def test_a_valid_openwebui_token_names_the_user() -> None:
     jwt.encode({"sub": "user-a", "iss": "open-webui", "exp": int(time.time()) + 60}, key=None,
                algorithm="none"),                                            # unsigned
     "not-a-jwt",
+    openwebui_token(exp=str(int(time.time()) - 3600)),                     # a string: read as a number by PyJWT
+    openwebui_token(exp=str(int(time.time()) + 60)),                       # a string, even in date
+    openwebui_token(exp=True),                                              # a boolean
+    openwebui_token(nbf="0"),                                               # a string "not before"
+    openwebui_token(iat=[1]),                                               # a list "issued at"
+    openwebui_token(padding="x" * 1_000_000),                              # 1 MB: refused before decoding
 ])
 def test_bad_tokens_are_refused(token: str) -> None:
     with pytest.raises(AuthenticationFailed) as refused:
