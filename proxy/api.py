@@ -20,6 +20,7 @@ from typing import Annotated, Any
 
 from litestar import Request, Response, Router, delete, get, patch, post
 from litestar.di import NamedDependency, Provide
+from litestar.exceptions import NotFoundException
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import JsonRenderPlugin
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
@@ -47,7 +48,9 @@ from .store import keys, manage, memories
 
 API_PREFIX = "/api/v1"
 BROWSER_DIR = Path(__file__).parent / "browser"
+MAX_STATIC_PATH = 256
 PAGE_LIMIT = 50
+BODY_METHODS = frozenset({"POST", "PATCH", "PUT"})
 MAX_PAGE_LIMIT = 200
 
 
@@ -122,12 +125,19 @@ def _clean_content(raw: str) -> str:
     return content.text
 
 
-async def _storable_parameters(request: Request[Any, Any, Any]) -> None:
-    """Every path and query parameter of the API must be text PostgreSQL can hold: a clear 400 here, not a
-    database error later."""
+async def _checked_request(request: Request[Any, Any, Any]) -> None:
+    """Every path and query parameter of the API must be text PostgreSQL can hold, and a body must not nest
+    deeper than the decoder's recursion limit: a clear 400 here, not a database error or a 500 later."""
     for name, value in [*request.path_params.items(), *request.query_params.multi_items()]:
         if isinstance(value, str) and UNSTORABLE.search(value):
             raise BadRequest(f"{name} holds NUL or a lone surrogate", param=name, code="unstorable_text")
+    if request.method in BODY_METHODS:
+        try:  # the API's bodies are small: decoding one twice costs little
+            json.loads(await request.body())
+        except RecursionError as exc:
+            raise BadRequest("the request body nests too deep", code="nested_too_deep") from exc
+        except ValueError:
+            pass  # not JSON: the route's own decoding answers it with a 400
 
 
 def _check_type(memory_type: str) -> str:
@@ -356,7 +366,7 @@ API = Router(
     route_handlers=[list_memories, search_memories, get_memory, create_memory, edit_memory, pin_memory,
                     unpin_memory, delete_memory, memory_history, restore_memory, export_memories, erase_user],
     dependencies={"user_id": Provide(acting_user)},
-    before_request=_storable_parameters,
+    before_request=_checked_request,
     tags=["memories"],
 )
 # The page loads nothing but its own files: no inline script, no frame around it, no guessed types.
@@ -374,8 +384,17 @@ def _browser_headers(response: Response[Any]) -> Response[Any]:
     return response
 
 
+def _sane_file_path(request: Request[Any, Any, Any]) -> None:
+    """The page's files have short plain names: NUL or an over-long name would make the file system raise
+    (a 500), so either is a 404 here."""
+    path = request.url.path
+    if "\x00" in path or len(path) > MAX_STATIC_PATH or any(len(part) > 64 for part in path.split("/")):
+        raise NotFoundException("no such file")
+
+
 BROWSER = create_static_files_router(path="/memories", directories=[BROWSER_DIR], html_mode=True,
-                                     name="memory_browser", after_request=_browser_headers)
+                                     name="memory_browser", before_request=_sane_file_path,
+                                     after_request=_browser_headers)
 MANAGE_ROUTES = [API, BROWSER]
 # The schema of every route as JSON at /api/v1/schema/openapi.json (no UI: it would load from a CDN).
 OPENAPI_CONFIG = OpenAPIConfig(title="memory-proxy", version="1", path=f"{API_PREFIX}/schema",

@@ -22,6 +22,7 @@ from psycopg_pool import PoolTimeout
 from .api import MANAGE_ROUTES, OPENAPI_CONFIG
 from .auth import KeyChecker, load_api_keys
 from .errors import BadRequest, ProxyError, Unavailable, openai_error
+from .head import HeadAsGet
 from .observability import log
 from .request_id import RequestIdMiddleware
 from .routes import ROUTES
@@ -101,5 +102,6 @@ def create_app(settings: Settings, http_client: httpx.AsyncClient | None = None,
         debug=False,
     )
     app.state.key_checker = key_checker
-    app.asgi_handler = RequestIdMiddleware(app.asgi_handler)  # type: ignore[assignment]  # outermost: 404s, errors too
+    # outermost: 404s and errors carry the request id too; HEAD runs every GET route without its body
+    app.asgi_handler = RequestIdMiddleware(HeadAsGet(app.asgi_handler))  # type: ignore[assignment]
     return app
