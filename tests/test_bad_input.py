@@ -23,6 +23,7 @@ from tests.conftest import (
     RUNTIME_Q,
     USER_A,
     add_memory,
+    chat_body,
     make_env,
     metric,
     sent_body,
@@ -238,3 +239,50 @@ async def test_get_endpoints_ignore_bodies_and_odd_query_strings(client: Any, ou
     response = await client.request("GET", f"{path}?x=%ff%00&messages[]=1&&=", content=b"\xff{not json",
                                     headers={**JSON, **user_headers(USER_A)})
     assert response.status_code == 200
+
+
+# ---------------------------------------------------------------- hostile shapes: 50,000-deep JSON, odd file paths
+
+DEEP = 50_000
+
+
+def nested(depth: int, open_: str = "[", close: str = "]") -> bytes:
+    return (open_ * depth + close * depth).encode()
+
+
+@pytest.fixture
+async def served(live_url: str) -> Any:
+    """The app behind a real uvicorn: raw paths and 50,000-deep bodies reach it as a client sends them."""
+    async with httpx.AsyncClient(base_url=live_url, timeout=20,
+                                 headers={"authorization": f"Bearer {PROXY_KEY}"}) as client:
+        yield client
+
+
+@pytest.mark.parametrize(("method", "path"), [
+    ("POST", "/api/v1/memories"), ("PATCH", "/api/v1/memories/00000000-0000-0000-0000-000000000000"),
+    ("POST", CHAT), ("POST", "/api/v1/erase"),
+])
+@pytest.mark.parametrize("body", [nested(DEEP), b'{"content": ' + nested(DEEP) + b"}",
+                                  b'{"a":' * DEEP + b"1" + b"}" * DEEP])
+async def test_deeply_nested_json_is_a_400_not_a_500(served: Any, method: str, path: str, body: bytes) -> None:
+    response = await served.request(method, path, content=body, headers={**user_headers(USER_A),
+                                                                         "content-type": "application/json"})
+    assert response.status_code == 400, (response.status_code, response.text[:300])
+    openai_error(response)
+
+
+async def test_moderate_nesting_still_reaches_the_upstream(served: Any, outside: Any) -> None:
+    body = chat_body("hi", tools=[{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"a": {"type": "object", "properties": {"b": {"type": "array",
+                                                                                    "items": [[[[1]]]]}}}}}}}])
+    response = await served.post(CHAT, json=body, headers=user_headers(USER_A))
+    assert response.status_code == 200, response.text
+
+
+@pytest.mark.parametrize("path", ["/memories/%00", "/memories/a%00b.js", "/memories/" + "a" * 300,
+                                  "/memories/" + "a/" * 400, "/memories/%2e%2e/%2e%2e/etc/passwd",
+                                  "/memories/..%2f..%2fpyproject.toml", "/memories/%ff%fe"])
+async def test_odd_static_paths_are_a_404_not_a_500(served: Any, path: str) -> None:
+    response = await served.get(httpx.URL(path))
+    assert response.status_code in (400, 404), (response.status_code, response.text[:300])
+    assert "[project]" not in response.text and "root:" not in response.text
