@@ -31,6 +31,7 @@ from pathlib import Path
 import jwt
 
 from .errors import AuthenticationFailed, BadRequest
+from .private import create_private, private_dir
 from .settings import ServerSettings
 
 MAX_USER_ID_LENGTH = 255
@@ -89,9 +90,9 @@ class KeyChecker:
 def stored_secret(path: Path, prefix: str = "") -> tuple[str, bool]:
     """The secret kept in `path` (mode 0600), made on first use; (secret, whether it was just made).
     Two processes starting at once agree: the file is created exclusively, the loser reads the winner's."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        fd = create_private(path)
     except FileExistsError:
         return path.read_text().strip(), False
     secret = prefix + secrets.token_urlsafe(32)

@@ -37,6 +37,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from .observability import JOB_EVENTS, OUTBOX_JOBS, log
+from .private import create_private, private_dir
 from .store import jobs
 
 WRITE_TIMEOUT_S = 2.0  # one attempt; a request waits at most two (the write in flight, then its own)
@@ -177,8 +178,8 @@ class Outbox:
         path = self.spool_dir / f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.json"
         temp = path.with_suffix(".tmp")
         try:
-            self.spool_dir.mkdir(parents=True, exist_ok=True)
-            with open(temp, "w", encoding="utf-8") as handle:
+            private_dir(self.spool_dir)
+            with os.fdopen(create_private(temp), "w", encoding="utf-8") as handle:
                 handle.write(job.to_json())
                 handle.flush()
                 os.fsync(handle.fileno())
@@ -220,7 +221,7 @@ class Outbox:
 
     def _set_aside(self, path: Path) -> None:
         with contextlib.suppress(OSError):
-            (path.parent / "rejected").mkdir(exist_ok=True)
+            private_dir(path.parent / "rejected")
             os.replace(path, path.parent / "rejected" / path.name)
 
     async def _write(self, batch: list[PendingJob]) -> Written:

@@ -131,3 +131,23 @@ async def test_jobs_of_turns_that_end_together_are_written_together(database_url
     assert [m for u, m in written if u == USER_A] == [*(f"fact {i}" for i in range(1, 20, 2)),
                                                       *(f"later {i}" for i in range(5))]  # in order
     assert sorted(m for u, m in written if u == USER_B) == sorted(f"fact {i}" for i in range(0, 20, 2))
+
+
+async def test_spooled_chat_text_is_readable_by_the_proxy_s_user_only(tmp_path: Path, ready: asyncio.Event) -> None:
+    """A spool file holds the user's words: 0600 in a 0700 directory, also under a permissive umask and
+    when an older version had made the directory 0755."""
+    spool = tmp_path / "outbox"
+    spool.mkdir(mode=0o755)
+    old_umask = os.umask(0o022)
+    try:
+        async with make_pool(DOWN, 1) as down:
+            outbox = Outbox(down, ready, spool)
+            await outbox.put(job(USER_A, "My therapist is Dr Lund."))
+            outbox._set_aside(next(spool.glob("*.json")))  # a rejected job keeps its text too
+            await outbox.put(job(USER_A, "I take sertraline."))
+    finally:
+        os.umask(old_umask)
+    files = [*spool.glob("*.json"), *spool.glob("rejected/*.json")]
+    assert len(files) == 2
+    assert {oct(f.stat().st_mode & 0o777) for f in files} == {"0o600"}
+    assert {oct(d.stat().st_mode & 0o777) for d in (spool, spool / "rejected")} == {"0o700"}

