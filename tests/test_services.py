@@ -10,12 +10,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import psutil
 import psycopg
 import pytest
 
 from proxy.breaker import Breaker
 from proxy.services import open_services
 from proxy.settings import load_settings
+from proxy.store.embedded import EmbeddedPostgres
 from tests.conftest import CHAT, PROXY_KEY, USER_A, chat_body, metric, user_headers
 
 
@@ -38,7 +40,39 @@ async def test_a_killed_embedded_database_is_started_again(tmp_path: Path) -> No
                     break
                 except psycopg.Error:
                     await asyncio.sleep(0.2)
-        assert int((tmp_path / "postgres" / "postmaster.pid").read_text().split()[0]) != pid
+        restarted_pid = int((tmp_path / "postgres" / "postmaster.pid").read_text().split()[0])
+        assert restarted_pid != pid
+    # the restarted postmaster is stopped with the proxy too (it was left running: an orphan)
+    assert not running(restarted_pid), f"the restarted postmaster {restarted_pid} outlived the proxy"
+
+
+async def test_a_stop_during_a_restart_leaves_no_postmaster_running(tmp_path: Path) -> None:
+    """SIGTERM while the supervisor is starting the postmaster again: the stop waits for that start, then
+    stops what it started (it stopped the dead one and left the new one running, an orphan)."""
+    embedded = await asyncio.to_thread(EmbeddedPostgres, tmp_path / "postgres")
+    pid = int((tmp_path / "postgres" / "postmaster.pid").read_text().split()[0])
+    os.kill(pid, signal.SIGKILL)
+    async with asyncio.timeout(30):  # gone, not a zombie: PostgreSQL takes a zombie's pid file for a live server
+        while psutil.pid_exists(pid):
+            await asyncio.sleep(0.05)
+    restart = asyncio.create_task(asyncio.to_thread(embedded.restart_if_stopped))
+    async with asyncio.timeout(10):  # the restart is under way (pg_ctl start takes a second or two)
+        while not embedded._turn.locked():
+            await asyncio.sleep(0.001)
+    await asyncio.to_thread(embedded.stop)
+    assert await restart is True
+    started = int((tmp_path / "postgres" / "postmaster.pid").read_text().split()[0]) \
+        if (tmp_path / "postgres" / "postmaster.pid").exists() else None
+    assert started is None or not running(started), f"postmaster {started} outlived the stop"
+    assert await asyncio.to_thread(embedded.restart_if_stopped) is False  # never again once stopped
+
+
+def running(pid: int) -> bool:
+    """`pid` is a live process (a zombie has exited: it only waits for its parent to read its status)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 async def test_after_repeated_database_failures_turns_skip_the_memory_side(

@@ -22,11 +22,13 @@ import os
 import subprocess
 import tarfile
 import tempfile
+import threading
 import warnings
 from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 
 from ..private import private_dir
 
@@ -57,6 +59,10 @@ class EmbeddedPostgres:
         private_dir(directory.parent)
         self._server = start_server(directory, cleanup_mode="stop")
         self.uri: str = self._server.get_uri()
+        # pgserver's lock is a file lock: it keeps other processes out, not this process's other thread. A
+        # stop that ran while the supervisor's restart was starting a postmaster left that one running.
+        self._turn = threading.Lock()
+        self._stopped = False
 
     def running(self) -> bool:
         from pgserver.utils import PostmasterInfo
@@ -68,14 +74,21 @@ class EmbeddedPostgres:
         """Start the postmaster again if it is gone; True when it had to. Blocking (seconds): call in a
         thread. pgserver has no public restart: its start routine is what `get_server` itself runs, under
         the same inter-process lock."""
-        if self.running():
-            return False
-        with self._server._lock:
-            self._server.ensure_postgres_running()
-        return True
+        with self._turn:
+            if self._stopped or self.running():
+                return False
+            with self._server._lock:
+                self._server.ensure_postgres_running()
+            return True
 
     def stop(self) -> None:
-        self._server.cleanup()
+        """Stop the postmaster (this process's last handle on it), after any restart under way; none after."""
+        with self._turn:
+            self._stopped = True
+            try:
+                self._server.cleanup()
+            except psutil.NoSuchProcess:  # it died on its own; pgserver tried to kill it anyway
+                log.info("the embedded postmaster had already exited")
 
 
 def cpu_flags() -> frozenset[str] | None:
