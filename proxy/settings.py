@@ -229,6 +229,9 @@ class MemoryLLMSettings:
         "`json_schema`, `json` (a JSON object constrained by the schema: llama.cpp, Ollama and most local "
         "servers) or `md_json`.", _choice("tools", "json_schema", "json", "md_json"))
     timeout_s: float = env("MEMORY_LLM_TIMEOUT", "60", "Seconds one memory-LLM call may take.", _positive_float)
+    max_tokens: int = env("MEMORY_LLM_MAX_TOKENS", "1024", "Most tokens one memory-LLM reply may take (an "
+        "extraction needs ~400). A small model that never closes its JSON stops here, not at the timeout: the "
+        "reply is then malformed and read as no answer.", _positive_int)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """The extraction call: what the model is shown, and how its reply is read (memory/extract.py)."""
 
+import contextlib
 import json
 
 import httpx
@@ -66,6 +67,30 @@ async def test_fixed_instructions_come_first_and_the_turn_last_with_its_tags_neu
     # json mode: the schema goes to the server too, which turns it into a grammar (llama.cpp)
     assert second["response_format"]["type"] == "json_object"
     assert second["response_format"]["schema"] == Extraction.model_json_schema()
+
+
+@pytest.mark.parametrize(("provider", "mode"), [("openai", "json"), ("openai", "tools"), ("mistral", "tools")])
+async def test_every_reply_is_capped_in_tokens(provider: str, mode: str) -> None:
+    """SmolLM2-135M under llama.cpp's JSON grammar never closed its object: each call ran to the 60 s timeout
+    (four in a row killed the job) and held the shared server meanwhile. A cap ends such a reply early."""
+    sent: list[dict] = []
+
+    def reply(request: httpx.Request) -> httpx.Response:
+        sent.append(json.loads(request.content))
+        return httpx.Response(200, json={
+            "id": "c", "object": "chat.completion", "created": 1, "model": "m",
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": '{"facts": [], "forget": ""}'}}]})
+
+    settings = load_settings({"PROXY_API_KEYS": PROXY_KEY, "MEMORY_LLM_PROVIDER": provider,
+                              "MEMORY_LLM_BASE_URL": "http://llm.test/v1", "MEMORY_LLM_MODE": mode,
+                              "MEMORY_LLM_API_KEY": "k", "MEMORY_LLM_MAX_TOKENS": "300"})
+    async with httpx.AsyncClient(transport=httpx.MockTransport(reply)) as client:
+        with contextlib.suppress(Exception):  # the tools-mode reply shape does not matter here
+            await extract_facts(MemoryLLM(settings.memory_llm, client), today="2026-03-02", before="none",
+                                message="I live in Lyon.")
+    assert sent and all(body["max_tokens"] == 300 for body in sent)
 
 
 def test_the_prompt_examples_are_nowhere_in_the_benchmark_users() -> None:

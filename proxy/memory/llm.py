@@ -91,6 +91,7 @@ class MemoryLLM:
                 result, completion = await self._client.create_with_completion(
                     model=self.settings.model, messages=messages,  # type: ignore[arg-type]
                     response_model=response_model, max_retries=1, temperature=0,
+                    max_tokens=self.settings.max_tokens,
                     **self._constrained(response_model),
                 )
         except Exception as exc:  # timeouts, HTTP errors, invalid output after the re-ask
