@@ -42,6 +42,7 @@ def known_facts(prompt: str) -> list[str]:
 class FakeMemoryLLM:
     extract: Callable[[str], Any] = lambda _message: []
     raw: dict[str, str] = field(default_factory=dict)  # purpose → the reply's text as is (hostile replies)
+    finish_reason: str = "stop"  # of the `raw` replies ("length": cut at max_tokens)
     check: Callable[[str], bool] = lambda _prompt: True  # the answer to a yes/no check call, from its prompt
     down: bool = False               # answer every formation call with HTTP 503
     hang: asyncio.Event | None = None  # hold every answer until this event is set
@@ -90,7 +91,7 @@ class FakeMemoryLLM:
         else:
             message = {"role": "assistant", "content": arguments}
         return {"id": "cmpl-mem", "object": "chat.completion", "created": 1, "model": body["model"],
-                "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                "choices": [{"index": 0, "message": message, "finish_reason": self.finish_reason if purpose in self.raw else "stop"}],
                 "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}}
 
     async def __call__(self, request: httpx.Request) -> httpx.Response:

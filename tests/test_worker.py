@@ -260,21 +260,24 @@ async def test_a_failing_memory_llm_is_retried_then_dead_and_chat_is_unaffected(
     assert await links(db, USER_A) == [BUN]
 
 
-HOSTILE_REPLIES = {
-    "not json": "this is not JSON {",
-    "truncated": '{"facts": [{"fact": "User li',
-    "deeply nested": "[" * 50_000 + "]" * 50_000,
-    "lone surrogate": '{"facts": [{"fact": "User likes \\ud800 tea."}]}',
+HOSTILE_REPLIES = {  # the reply's text, and how the server says it ended
+    "not json": ("this is not JSON {", "stop"),
+    "truncated": ('{"facts": [{"fact": "User li', "stop"),
+    "cut at max_tokens": ('{"facts": [{"fact": "User likes tea and ' + "and " * 50, "length"),
+    "deeply nested": ("[" * 50_000 + "]" * 50_000, "stop"),
+    "lone surrogate": ('{"facts": [{"fact": "User likes \\ud800 tea."}]}', "stop"),
 }
 
 
 @pytest.mark.parametrize("purpose", ["extract", "relate"])
-@pytest.mark.parametrize("reply", HOSTILE_REPLIES.values(), ids=HOSTILE_REPLIES.keys())
+@pytest.mark.parametrize(("reply", "finish"), HOSTILE_REPLIES.values(), ids=HOSTILE_REPLIES.keys())
 async def test_a_reply_that_can_never_be_read_is_an_empty_answer_not_a_failed_job(
-        client: Any, outside: Any, db: Any, worker: Any, memory_llm: Any, purpose: str, reply: str) -> None:
+        client: Any, outside: Any, db: Any, worker: Any, memory_llm: Any, purpose: str, reply: str,
+        finish: str) -> None:
     await add_memory(db, USER_A, BUN)
     memory_llm.extract = facts_for
     memory_llm.raw = {purpose: reply}
+    memory_llm.finish_reason = finish
     before = metric("memory_proxy_llm_calls_total", purpose=purpose, outcome="malformed")
     await client.post(CHAT, json=chat_body(NODE_MSG), headers=user_headers(USER_A))
     with capture_logs() as logs:

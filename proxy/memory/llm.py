@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import httpx
 import instructor
 import openai
-from instructor.exceptions import InstructorRetryException, ResponseParsingError
+from instructor.exceptions import IncompleteOutputException, InstructorRetryException, ResponseParsingError
 from mistralai.client import Mistral
 from pydantic import BaseModel, ValidationError
 
@@ -29,7 +29,8 @@ from ..observability import LLM_CALLS, LLM_TOKENS
 from ..settings import MemoryLLMSettings
 
 Model = TypeVar("Model", bound=BaseModel)
-_UNREADABLE = (ValidationError, json.JSONDecodeError, ResponseParsingError, RecursionError, UnicodeError)
+_UNREADABLE = (ValidationError, json.JSONDecodeError, ResponseParsingError, RecursionError, UnicodeError,
+               IncompleteOutputException)  # cut at MEMORY_LLM_MAX_TOKENS
 
 
 class MalformedReply(Exception):
