@@ -30,6 +30,11 @@ class Breaker:
             self._open_until = self._clock() + self._cool_s
         return True
 
+    @property
+    def failing(self) -> bool:
+        """The last database call failed: a job write would likely wait out its timeout too."""
+        return self._failures > 0
+
     def success(self) -> None:
         self._failures, self._cool_s, self._open_until = 0, self.base_cool_s, 0.0
 

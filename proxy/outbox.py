@@ -92,9 +92,10 @@ class Outbox:
     def __len__(self) -> int:
         return len(self._held)
 
-    async def put(self, job: PendingJob) -> None:
-        """Write `job` now if the database takes it within WRITE_TIMEOUT_S, else hold it; never raises."""
-        if self.ready.is_set() and not self._held:
+    async def put(self, job: PendingJob, *, hold: bool = False) -> None:
+        """Write `job` now if the database takes it within WRITE_TIMEOUT_S, else hold it (at once with `hold`:
+        the caller knows the database is failing); never raises."""
+        if self.ready.is_set() and not self._held and not hold:
             written = await self._write_together(job)
             if written is Written.OK:
                 return

@@ -179,7 +179,9 @@ async def enqueue_formation(services: Services, user_id: str, payload: dict[str,
     """Hand the formation job to the outbox: written now, or held until the database is back."""
     # Redacted here, so that neither the job table nor the memory LLM ever sees a secret.
     job = PendingJob(user_id, said_at, redact_strings({**payload, "assistant_reply": assistant_reply}))
-    await services.outbox.put(job)
+    # When this turn's retrieval (or the one before) found the database failing, the job is held and spooled
+    # at once: the write would wait out its timeout before the reply could end.
+    await services.outbox.put(job, hold=services.breaker.failing)
 
 
 async def chat_turn(services: Services, headers: Mapping[str, str], raw: bytes) -> Response[Any]:

@@ -4,21 +4,37 @@ stops a down database from costing every chat turn its whole retrieval budget.""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
+import socket
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psutil
 import psycopg
 import pytest
+from litestar.testing import AsyncTestClient
 
 from proxy.breaker import Breaker
 from proxy.services import open_services
 from proxy.settings import load_settings
 from proxy.store.embedded import EmbeddedPostgres
-from tests.conftest import CHAT, PROXY_KEY, USER_A, chat_body, metric, user_headers
+from tests.conftest import (
+    CHAT,
+    PROXY_KEY,
+    USER_A,
+    chat_body,
+    chunk,
+    completion,
+    make_env,
+    metric,
+    sse,
+    user_headers,
+)
 
 
 async def test_a_killed_embedded_database_is_started_again(tmp_path: Path) -> None:
@@ -73,6 +89,89 @@ def running(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+BUDGET_MS = 500
+SLACK_S = 1.0  # CI noise; the flaw this guards against cost 10-13 s a turn
+
+
+def database_processes(pgdata: Path) -> list[psutil.Process]:
+    postmaster = psutil.Process(int((pgdata / "postmaster.pid").read_text().split()[0]))
+    return [postmaster, *postmaster.children(recursive=True)]
+
+
+async def test_a_hung_database_costs_a_turn_at_most_its_retrieval_budget(
+        tmp_path: Path, outside: Any, app_factory: Any) -> None:
+    """Every process of the database stopped (SIGSTOP: alive but silent, as when overloaded or partitioned).
+    Each turn, the first included, plain or streamed, ends within RETRIEVAL_TIMEOUT_MS (+ slack): psycopg's
+    cancellation of a timed-out query waited up to 10 s more, and the job write 2 s more before the reply
+    ended. The turns' jobs are spooled, and written once the database answers again."""
+    def streamed_or_not(request: httpx.Request) -> httpx.Response:
+        if json.loads(request.content).get("stream"):
+            return httpx.Response(200, headers={"content-type": "text/event-stream"},
+                                  content=b"".join(sse(chunk({"content": "Hi"}), chunk({}, "stop"))))
+        return httpx.Response(200, json=completion())
+
+    outside.routes["chat"].mock(side_effect=streamed_or_not)
+    embedded = await asyncio.to_thread(EmbeddedPostgres, tmp_path / "postgres")
+    try:
+        settings = load_settings(make_env(embedded.uri, tmp_path / "data", RETRIEVAL_TIMEOUT_MS=str(BUDGET_MS)))
+        async with AsyncTestClient(app_factory(settings), base_url="http://proxy.test") as client:
+            client.headers["authorization"] = f"Bearer {PROXY_KEY}"
+            async with asyncio.timeout(30):
+                while (await client.get("/readyz")).status_code != 200:
+                    await asyncio.sleep(0.05)
+            assert (await client.post(CHAT, json=chat_body("I live in Lyon."), headers=user_headers(USER_A))
+                    ).status_code == 200
+            stopped = database_processes(tmp_path / "postgres")
+            for process in stopped:
+                process.suspend()
+            took = []
+            try:
+                for i in range(6):
+                    started = time.perf_counter()
+                    response = await client.post(CHAT, json=chat_body(f"I have {i + 2} cats.", stream=i % 2 == 1),
+                                                 headers=user_headers(USER_A))
+                    assert response.status_code == 200 and (b"[DONE]" in response.content) == (i % 2 == 1)
+                    took.append(time.perf_counter() - started)
+            finally:
+                for process in stopped:
+                    process.resume()
+            assert max(took) < BUDGET_MS / 1000 + SLACK_S, [round(t, 2) for t in took]
+            async with asyncio.timeout(60):  # the held jobs are written once the database answers
+                while await job_count(embedded.uri) < 7:
+                    await asyncio.sleep(0.1)
+            assert await job_count(embedded.uri) == 7
+    finally:
+        await asyncio.to_thread(embedded.stop)
+
+
+async def test_a_black_holed_database_port_costs_turns_nothing(tmp_path: Path, outside: Any, app_factory: Any) -> None:
+    """An external DATABASE_URL whose port takes connections and never answers (a black hole, a partition):
+    the proxy starts, relays every turn without memory at once, and holds the jobs on disk."""
+    hole = socket.socket()
+    hole.bind(("127.0.0.1", 0))
+    hole.listen(64)  # the kernel completes the handshakes; nobody ever reads
+    url = f"postgresql://postgres@127.0.0.1:{hole.getsockname()[1]}/postgres"
+    try:
+        settings = load_settings(make_env(url, tmp_path, RETRIEVAL_TIMEOUT_MS=str(BUDGET_MS)))
+        async with AsyncTestClient(app_factory(settings), base_url="http://proxy.test") as client:
+            client.headers["authorization"] = f"Bearer {PROXY_KEY}"
+            for i in range(4):
+                started = time.perf_counter()
+                response = await client.post(CHAT, json=chat_body(f"I have {i + 2} cats."), headers=user_headers(USER_A))
+                assert response.status_code == 200
+                assert time.perf_counter() - started < BUDGET_MS / 1000 + SLACK_S
+            assert (await client.get("/readyz")).status_code == 503
+        assert len(list((tmp_path / "outbox").glob("*.json"))) == 4  # spooled: a restart will write them
+    finally:
+        hole.close()
+
+
+async def job_count(uri: str) -> int:
+    async with await psycopg.AsyncConnection.connect(uri, autocommit=True) as conn:
+        await conn.execute("SELECT set_config('memory_proxy.all_users', 'on', false)")
+        return int((await (await conn.execute("SELECT count(*) FROM memory_jobs")).fetchone())[0])
 
 
 async def test_after_repeated_database_failures_turns_skip_the_memory_side(

@@ -19,7 +19,6 @@ falls back on embedder failures and raises for database ones (the caller then re
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -27,6 +26,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+import anyio
 import numpy as np
 import psycopg
 import psycopg_pool
@@ -62,7 +62,11 @@ class TurnMemories:
 async def _phase(name: str, budget_s: float) -> AsyncIterator[None]:
     """Translate failures of one phase (embedder, database) into MemoryUnavailable(`{name}_{how}`)."""
     try:
-        async with asyncio.timeout(budget_s):
+        # anyio's deadline, not asyncio's: it cancels again at every await until the block is left, so that
+        # psycopg, interrupted while it cancels the timed-out query, closes the connection at once; under
+        # asyncio.timeout's single cancellation it waited up to 10 s for a hung server (5 s to cancel, 5 s
+        # for the query to end) before the turn could go on.
+        with anyio.fail_after(budget_s):
             yield
     except TimeoutError as exc:
         raise MemoryUnavailable(f"{name}_timeout", f"{name} exceeded {budget_s:.3f}s") from exc
