@@ -65,6 +65,9 @@ async def announced(conn: AsyncConnection[Any]) -> AsyncIterator[None]:
 async def claim(conn: AsyncConnection[Any], *, worker_id: str, limit: int, lease_s: float) -> list[Job]:
     """Take up to `limit` ready jobs; first re-queue running jobs whose lease expired (a dead worker's).
     The attempt is counted at claim time, so a job that kills its worker still ends up dead.
+    Fair and in order: only each user's oldest queued job can be taken, and none of a user who has one
+    running, so one user's thousand turns take one slot while the other users' jobs go on beside them,
+    and a user's turns are formed in the order they were said (a retried job holds back the later ones).
     Across users (one transaction, one round trip); the worker then handles each job in its user's scope."""
     async with in_all_users(conn):
         await conn.execute(
@@ -73,12 +76,17 @@ async def claim(conn: AsyncConnection[Any], *, worker_id: str, limit: int, lease
             " WHERE status = 'running' AND locked_until < now()")
         cur = await conn.execute(
             """
-            WITH next AS (
-                SELECT id FROM memory_jobs
-                WHERE status = 'queued' AND run_after <= now()
-                ORDER BY run_after, id
+            WITH heads AS (
+                SELECT DISTINCT ON (user_id) id, user_id, run_after FROM memory_jobs
+                WHERE status = 'queued'
+                ORDER BY user_id, id
+            ), next AS (
+                SELECT j.id FROM memory_jobs j JOIN heads h ON h.id = j.id
+                WHERE j.status = 'queued' AND h.run_after <= now()
+                  AND NOT EXISTS (SELECT 1 FROM memory_jobs r WHERE r.user_id = h.user_id AND r.status = 'running')
+                ORDER BY h.run_after, h.id
                 LIMIT %(limit)s
-                FOR UPDATE SKIP LOCKED
+                FOR UPDATE OF j SKIP LOCKED
             )
             UPDATE memory_jobs j
             SET status = 'running', attempts = j.attempts + 1, locked_by = %(worker)s,

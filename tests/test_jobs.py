@@ -1,0 +1,57 @@
+"""The job queue (proxy/store/jobs.py): fair claims across users, each user's turns in order."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from typing import Any
+
+from proxy.store import jobs
+from proxy.store.database import make_pool
+from tests.conftest import USER_A, USER_B
+
+FLOOD = "flooding-user"
+
+
+async def queue(db: Any, user: str, n: int) -> list[int]:
+    return await jobs.enqueue_many(db, [(user, {"user_message": f"turn {i}"}, datetime.now(UTC)) for i in range(n)])
+
+
+async def test_one_users_flood_takes_one_slot_and_the_others_go_beside_it(db: Any) -> None:
+    """1,000 turns of one user, then one turn each of two others: the next claim takes the flooder's oldest
+    job and the two others', not the flooder's next three (the others waited behind 763 of them)."""
+    flood = await queue(db, FLOOD, 1000)
+    a, b = await queue(db, USER_A, 1), await queue(db, USER_B, 1)
+    claimed = await jobs.claim(db, worker_id="w1", limit=4, lease_s=60)
+    assert sorted(j.id for j in claimed) == sorted([flood[0], *a, *b])
+    # while the flooder's job runs, none of its others is taken
+    assert await jobs.claim(db, worker_id="w2", limit=4, lease_s=60) == []
+
+
+async def test_a_users_turns_are_claimed_in_the_order_they_were_said(db: Any) -> None:
+    first, second = await queue(db, USER_A, 2)
+    [job] = await jobs.claim(db, worker_id="w1", limit=4, lease_s=60)
+    assert job.id == first
+    # the first fails and waits for its retry: the second waits with it (it may change what the first said)
+    await db.execute("SELECT set_config('memory_proxy.all_users', 'on', false)")
+    await db.execute("UPDATE memory_jobs SET status = 'queued', run_after = now() + interval '1 hour' WHERE id = %s",
+                     [first])
+    assert await jobs.claim(db, worker_id="w1", limit=4, lease_s=60) == []
+    await db.execute("UPDATE memory_jobs SET run_after = now() WHERE id = %s", [first])
+    [again] = await jobs.claim(db, worker_id="w1", limit=4, lease_s=60)
+    assert again.id == first and again.attempts == 2
+    await db.execute("UPDATE memory_jobs SET status = 'done' WHERE id = %s", [first])
+    [then] = await jobs.claim(db, worker_id="w1", limit=4, lease_s=60)
+    assert then.id == second
+
+
+async def test_racing_workers_never_hold_two_jobs_of_one_user(database_url: str, db: Any) -> None:
+    for user in (USER_A, USER_B, FLOOD):
+        await queue(db, user, 30)
+    async with make_pool(database_url, 8) as pool:
+        async def claim_once(worker: str) -> list[Any]:
+            async with pool.connection() as conn:
+                return await jobs.claim(conn, worker_id=worker, limit=3, lease_s=60)
+        rounds = await asyncio.gather(*(claim_once(f"w{i}") for i in range(8)))
+    users = [job.user_id for claimed in rounds for job in claimed]
+    assert sorted(users) == sorted([USER_A, USER_B, FLOOD])
