@@ -41,6 +41,7 @@ from .memory.content import MAX_MEMORY_BYTES, UNSTORABLE, memory_content
 from .memory.document import embedding_text
 from .memory.embed import embed_one
 from .memory.retrieve import retrieve_memories
+from .observability import log
 from .schemas import FactAttributes
 from .services import Services
 from .settings import MEMORY_TYPES
@@ -244,6 +245,11 @@ async def create_memory(request: Request[Any, Any, Any], user_id: NamedDependenc
     async with services.pool.connection() as conn:
         existing = await memories.find_same_text(conn, user_id, content)
         if existing is None:
+            cap = services.settings.formation.max_memories
+            if await memories.count_memories(conn, user_id) >= cap:
+                log.warning("memory_limit", limit="max_memories_per_user", user_id=user_id, active=cap)
+                raise Conflict(f"this user holds {cap} active memories (MAX_MEMORIES_PER_USER): delete some first",
+                               code="memory_cap")
             stated_at = services.clock()
             embedding = await _embed(services, content, stated_at)
             existing = await memories.add_or_find_memory(

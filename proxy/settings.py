@@ -241,6 +241,10 @@ class FormationSettings:
     neighbors: int = env("FORMATION_NEIGHBORS", "5", "The user's nearest memories shown to the memory LLM "
         "with a turn, and compared with each new fact to decide add / replace / refine / ignore.",
         _positive_int)
+    max_memories: int = env("MAX_MEMORIES_PER_USER", "2000", "Most active memories one user may hold. At the "
+        "cap a new fact is not stored (replacements still are): counted in `facts_dropped_total{reason="
+        "\"user_cap\"}` and logged (`memory_limit`); the API's create answers 409 `memory_cap`. Deleting "
+        "memories makes room.", _positive_int)
     in_process_worker: bool = env("WORKER_IN_PROCESS", "true", "Run the formation worker inside `serve`. Set "
         "false when running `memory-proxy worker` as separate processes.", _bool)
     concurrency: int = env("WORKER_CONCURRENCY", "4", "Jobs one worker processes at the same time.",

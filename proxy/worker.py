@@ -61,14 +61,16 @@ def backoff_seconds(settings: FormationSettings, attempts: int) -> float:
 
 
 async def apply_resolutions(conn: AsyncConnection[Any], job: jobs.Job, resolutions: list[Resolution],
-                            model: str) -> list[dict[str, Any]]:
+                            model: str, max_memories: int) -> list[dict[str, Any]]:
     """Write the decisions for `job.user_id` (inside the caller's transaction); return them as logged.
 
     Flip-flop rule: a replace, refine or forget only happens when this statement is strictly newer than
     the memory it retires; otherwise it is ignored. A target already retired by another job makes a
-    replacing fact an add (and a forget a no-op).
+    replacing fact an add (and a forget a no-op). A user holding `max_memories` active memories gets no
+    new one (a replacement keeps the count, so it still happens).
     """
     applied: list[dict[str, Any]] = []
+    active = await memories.count_memories(conn, job.user_id) if any(r.action == "add" for r in resolutions) else 0
     for r in resolutions:
         entry: dict[str, Any] = {"fact": r.fact, "action": r.action, "target_id": r.target_id, "reason": r.reason}
         if r.action in ("replace", "refine", "forget") and r.target_id:
@@ -79,6 +81,12 @@ async def apply_resolutions(conn: AsyncConnection[Any], job: jobs.Job, resolutio
                              reason=f"{r.reason} (target already retired)")
             elif job.said_at <= stated_at:
                 entry.update(action="ignore", reason="flip-flop rule: the stored memory is not older")
+        if entry["action"] == "add" and active >= max_memories:
+            entry.update(action="ignore", reason=f"the user holds {active} active memories (MAX_MEMORIES_PER_USER)")
+            FACTS_DROPPED.labels("user_cap").inc()
+            log.warning("memory_limit", limit="max_memories_per_user", user_id=job.user_id, active=active)
+        elif entry["action"] == "add":
+            active += 1
         if entry["action"] == "forget":
             await memories.retire_memory(conn, user_id=job.user_id, vector_id=r.target_id or "",
                                          reason=r.reason, action="forget")
@@ -128,7 +136,8 @@ class Worker:
             formation = await form(Turn(job.user_id, job.said_at, job.payload), pool=self.pool,
                                    embedder=self.embedder, llm=self.llm, settings=self.settings)
             async with self.pool.connection() as conn, user_scope(conn, job.user_id):
-                decisions = await apply_resolutions(conn, job, formation.resolutions, self.embedder.model)
+                decisions = await apply_resolutions(conn, job, formation.resolutions, self.embedder.model,
+                                                    self.settings.max_memories)
                 if not await jobs.complete(conn, job_id=job.id, worker_id=self.worker_id):
                     raise LeaseLost(f"job {job.id} was taken over by another worker")
         except LeaseLost as exc:

@@ -422,3 +422,16 @@ async def test_while_the_database_is_down_the_api_answers_503(client: Any, pg_se
     finally:
         with psycopg.connect(pg_server.get_uri(), autocommit=True) as admin_conn:
             admin_conn.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS true")
+
+
+async def test_create_at_the_memory_cap_is_a_409_and_a_delete_makes_room(proxy: Any) -> None:
+    client = await proxy(MAX_MEMORIES_PER_USER="2")
+    first = await create(client, USER_A, "User lives in Berlin.")
+    await create(client, USER_A, "User drinks coffee.")
+    full = await client.post(f"{API}/memories", params=admin(USER_A), json={"content": "User has a cat."})
+    assert full.status_code == 409 and error_code(full) == "memory_cap"
+    again = await client.post(f"{API}/memories", params=admin(USER_A), json={"content": "User drinks coffee."})
+    assert again.status_code == 200  # the same text is no new memory
+    await create(client, USER_B, "User has a cat.")  # the cap is per user
+    assert (await client.delete(f"{API}/memories/{first['id']}", params=admin(USER_A))).status_code == 200
+    await create(client, USER_A, "User has a cat.")

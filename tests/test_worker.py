@@ -6,6 +6,7 @@ Real PostgreSQL; the memory LLM is the scripted FakeMemoryLLM behind respx. Test
 
 import asyncio
 import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -36,6 +37,10 @@ from tests.conftest import (
 
 NODE_MSG = "I switched from Bun to Node"
 NODE = "User is a software engineer who uses Node."
+
+
+CAT_MSG = "my cat Miso turned 3 today"
+CAT = "User has a cat called Miso."
 
 
 def facts_for(message: str) -> list[str]:
@@ -164,6 +169,30 @@ async def test_learn_replace_and_retrieve(client: Any, outside: Any, db: Any, wo
     system = system_text(sent_body(outside))
     assert NODE in system and BUN not in system and len(response.json()["memories"]) == 1
     assert [s for s, *_ in await job_rows(db)].count(USER_A) == 3
+
+
+async def test_a_user_at_the_memory_cap_gets_no_new_memory_but_updates_still_happen(
+        client: Any, outside: Any, db: Any, worker: Any, memory_llm: Any) -> None:
+    """One user sent 1,000 turns and held 10,000 active memories. At MAX_MEMORIES_PER_USER a new fact is
+    dropped (counted, logged); a replacement keeps the count, so it still happens."""
+    worker.settings = replace(worker.settings, max_memories=2)
+    memory_llm.extract = lambda message: {CAT_MSG: [CAT]}.get(message) or facts_for(message)
+    await client.post(CHAT, json=chat_body(BUN_MSG), headers=user_headers(USER_A))
+    await add_memory(db, USER_A, "User lives in Lyon.")
+    assert await worker.run_until_idle() == 1 and len(await links(db, USER_A)) == 2
+    dropped = metric("memory_proxy_facts_dropped_total", reason="user_cap")
+    await client.post(CHAT, json=chat_body(CAT_MSG), headers=user_headers(USER_A))
+    with capture_logs() as logs:
+        assert await worker.run_until_idle() == 1
+    assert CAT not in await links(db, USER_A)
+    assert metric("memory_proxy_facts_dropped_total", reason="user_cap") == dropped + 1
+    assert [e["active"] for e in logs if e["event"] == "memory_limit"] == [2]
+    await client.post(CHAT, json=chat_body(NODE_MSG), headers=user_headers(USER_A))
+    assert await worker.run_until_idle() == 1
+    assert await links(db, USER_A) == ["User is a software engineer who uses Node.", "User lives in Lyon."]
+    # another user is not affected by A's cap
+    await client.post(CHAT, json=chat_body(CAT_MSG), headers=user_headers(USER_B))
+    assert await worker.run_until_idle() == 1 and await links(db, USER_B) == [CAT]
 
 
 async def test_the_same_fact_in_20_parallel_requests_leaves_one_memory(
