@@ -90,7 +90,7 @@ class KeyChecker:
 def stored_secret(path: Path, prefix: str = "") -> tuple[str, bool]:
     """The secret kept in `path` (mode 0600), made on first use; (secret, whether it was just made).
     Two processes starting at once agree: the file is created exclusively, the loser reads the winner's."""
-    private_dir(path.parent)
+    private_dir(path.parent, ours=False)  # the data dir
     try:
         fd = create_private(path)
     except FileExistsError:

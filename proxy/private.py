@@ -10,10 +10,13 @@ DIR_MODE = 0o700
 FILE_MODE = 0o600
 
 
-def private_dir(path: Path) -> Path:
-    """`path` made (with its parents) and set to 0700, also when an older version made it 0755."""
+def private_dir(path: Path, *, ours: bool = True) -> Path:
+    """`path` made (with its parents) and set to 0700. An existing directory is tightened too (an older
+    version made the outbox 0755) unless it is not `ours` alone: the data dir an operator names may be a
+    shared one (a home, even /tmp), which is made 0700 only when we create it."""
+    existed = path.is_dir()
     path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
-    if path.stat().st_mode & 0o777 != DIR_MODE:
+    if (ours or not existed) and path.stat().st_mode & 0o777 != DIR_MODE:
         path.chmod(DIR_MODE)
     return path
 

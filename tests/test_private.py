@@ -34,3 +34,14 @@ def test_an_existing_open_directory_is_closed_and_an_existing_file_is_not_reused
     os.close(create_private(opened / "f"))
     with pytest.raises(FileExistsError):  # a file planted in advance is never written into
         create_private(opened / "f")
+
+
+def test_an_existing_data_dir_named_by_the_operator_is_left_as_it_is(tmp_path: Path) -> None:
+    """MEMORY_PROXY_DATA_DIR may name a shared directory (a home, /tmp): never chmod what we did not make."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    private_dir(shared, ours=False)
+    assert shared.stat().st_mode & 0o7777 == 0o1777
+    made = private_dir(tmp_path / "new-data-dir", ours=False)
+    assert made.stat().st_mode & 0o777 == 0o700

@@ -56,7 +56,7 @@ class EmbeddedPostgres:
     """The server under `directory`, counted per process: the last process to stop it stops it."""
 
     def __init__(self, directory: Path) -> None:
-        private_dir(directory.parent)
+        private_dir(directory.parent, ours=False)  # the data dir
         self._server = start_server(directory, cleanup_mode="stop")
         self.uri: str = self._server.get_uri()
         # pgserver's lock is a file lock: it keeps other processes out, not this process's other thread. A
