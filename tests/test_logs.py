@@ -38,9 +38,9 @@ def enqueue_logged(monkeypatch: pytest.MonkeyPatch) -> None:
     """A line logged where the formation job is written (the end of the request, or of its stream)."""
     put = outbox.Outbox.put
 
-    async def logging_put(self: outbox.Outbox, job: outbox.PendingJob) -> None:
+    async def logging_put(self: outbox.Outbox, job: outbox.PendingJob, *, hold: bool = False) -> None:
         log.info("test_job_enqueued")
-        await put(self, job)
+        await put(self, job, hold=hold)
 
     monkeypatch.setattr(outbox.Outbox, "put", logging_put)
 
