@@ -341,8 +341,8 @@ def _bare_keys(text: str) -> Iterator[tuple[int, int, str]]:
 
 
 _IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?\b")
-_BIP39 = frozenset(Mnemonic("english").wordlist)
 _SEED = Mnemonic("english")
+_BIP39 = frozenset(_SEED.wordlist)
 _SEED_LENGTHS = (24, 21, 18, 15, 12)  # words in a BIP-39 phrase, longest first
 _LOWER_WORD = re.compile(r"[a-z]+")
 
@@ -357,6 +357,8 @@ def _checksummed(text: str) -> Iterator[tuple[int, int, str]]:
             if iban.is_valid(found.group(0)):
                 yield found.start(), found.end(), "bank_account"
     words = [w for w in _LOWER_WORD.finditer(text) if w.group(0) in _BIP39]
+    if len(words) < _SEED_LENGTHS[-1]:
+        return
     run: list[re.Match[str]] = []
     for word in [*words, None]:
         if word is not None and (not run or text[run[-1].end():word.start()].isspace()):

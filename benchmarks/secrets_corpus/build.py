@@ -665,21 +665,7 @@ class Parser:
         return self.parse_expr()
 
     def _skip_element(self):
-        depth = 0
-        while True:
-            t = self.peek()
-            if t.kind == "eof":
-                return
-            if t.kind == "op":
-                if t.val in "([{":
-                    depth += 1
-                elif t.val in ")]}":
-                    if depth == 0:
-                        return
-                    depth -= 1
-                elif t.val == "," and depth == 0:
-                    return
-            self.next()
+        self._skip_to(",")
 
     # ---- statements ----
     def parse_block(self):
@@ -698,22 +684,26 @@ class Parser:
 
     def _skip_stmt(self):
         start = self.i
+        self._skip_to(";")
+        return start
+
+    def _skip_to(self, separator):
+        """Past tokens up to `separator` or the closing bracket at this depth (not consumed), or the end."""
         depth = 0
         while True:
             t = self.peek()
             if t.kind == "eof":
-                break
+                return
             if t.kind == "op":
                 if t.val in "([{":
                     depth += 1
                 elif t.val in ")]}":
                     if depth == 0:
-                        break
+                        return
                     depth -= 1
-                elif t.val == ";" and depth == 0:
-                    break
+                elif t.val == separator and depth == 0:
+                    return
             self.next()
-        return start
 
     def parse_stmt(self):
         start = self.i
