@@ -105,7 +105,8 @@ JOB_EVENTS = Counter(
     "memory_proxy_jobs_total",
     "Formation job events: enqueued (written), held (database unavailable: spooled to the data dir and "
     "retried), rejected (values the database refuses: set aside), dropped (outbox full, or held at exit "
-    "and not spooled), completed, retried, dead, skipped (no LLM call needed).",
+    "and not spooled), unscanned (the secret scan failed: not kept), completed, retried, dead, skipped (no LLM "
+    "call needed).",
     ["event"],
 )
 OUTBOX_JOBS = Gauge("memory_proxy_outbox_jobs",

@@ -24,10 +24,12 @@ from .auth import read_user_id
 from .classify import TASK_HEADER, TurnKind, classify, latest_user_text, message_text
 from .errors import BadRequest, MemoryUnavailable, UpstreamError, openai_error
 from .inject import has_client_memory, inject_memories, within_budget
+from .leaks import ScanFailed
 from .memory.retrieve import memories_for_turn as retrieve_turn
 from .observability import (
     ADDED_LATENCY,
     FAIL_OPEN,
+    JOB_EVENTS,
     MEMORIES_INJECTED,
     REQUESTS,
     RETRIEVAL_OUTCOMES,
@@ -177,8 +179,16 @@ def formation_payload(body: dict[str, Any], memories: list[Memory]) -> dict[str,
 async def enqueue_formation(services: Services, user_id: str, payload: dict[str, Any], said_at: datetime,
                             assistant_reply: str) -> None:
     """Hand the formation job to the outbox: written now, or held until the database is back."""
-    # Redacted here, so that neither the job table nor the memory LLM ever sees a secret.
-    job = PendingJob(user_id, said_at, redact_strings({**payload, "assistant_reply": assistant_reply}))
+    # Redacted here, so that neither the job table nor the memory LLM ever sees a secret. In a thread: the rule
+    # set's engine (native code, no GIL) takes ~0.3-2 ms a turn, and a long paste more, off the event loop.
+    # A text it could not scan is not kept: the turn's job is dropped (counted), never stored unchecked.
+    try:
+        redacted = await anyio.to_thread.run_sync(redact_strings, {**payload, "assistant_reply": assistant_reply})
+    except ScanFailed as exc:  # the engine failed or timed out: fail closed
+        JOB_EVENTS.labels("unscanned").inc()
+        log.error("job_unscanned", user_id=user_id, error=type(exc).__name__)  # its message may quote the text
+        return
+    job = PendingJob(user_id, said_at, redacted)
     # When this turn's retrieval (or the one before) found the database failing, the job is held and spooled
     # at once: the write would wait out its timeout before the reply could end.
     await services.outbox.put(job, hold=services.breaker.failing)

@@ -10,9 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..redact import redact
+from ..redact import PLACEHOLDER, redact
 
-_PLACEHOLDER = re.compile(r"\[REDACTED: (\w+)\]")  # what redact() leaves: text that held a secret before
 _WHITESPACE = re.compile(r"[ \t\n\r\f\v]+")  # PostgreSQL's \s in memory_key()
 UNSTORABLE = re.compile("[\x00\ud800-\udfff]")  # what no PostgreSQL text can hold: NUL, lone surrogates
 
@@ -47,4 +46,4 @@ def same_text_key(text: str) -> str:
 
 def memory_content(raw: str) -> Content:
     redaction = redact(" ".join(raw.split()))
-    return Content(redaction.text, redaction.kinds or tuple(_PLACEHOLDER.findall(raw)))
+    return Content(redaction.text, redaction.kinds or tuple(PLACEHOLDER.findall(raw)))  # held one before
