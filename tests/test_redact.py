@@ -166,3 +166,36 @@ def test_sentences_about_passwords_in_every_language_stay() -> None:
     dev = [r["text"] for r in DJANGO if r["split"] == "dev"]
     changed = [t for t in dev if redact(t).redacted]
     assert len(dev) > 2000 and len(changed) <= 0.01 * len(dev), changed
+
+
+# Personal secrets a credential rule set does not have (issue 25): named by a word, the value after it.
+PERSONAL = [("national_id", "My SSN is 123-45-6789 and I was born in 1980.", "123-45-6789"),
+            ("national_id", "Mi DNI es 12345678Z.", "12345678Z"),
+            ("national_id", "mein Personalausweisnummer: L01X00T471", "L01X00T471"),
+            ("national_id", "Aadhaar 1234 5678 9012 linked to the bank", "1234 5678 9012"),
+            ("national_id", "passport number X12345678, expires 2031", "X12345678"),
+            ("card_cvv", "the CVV is 123 on my visa", "123"),
+            ("card_cvv", "CVC: 4821", "4821"),
+            ("one_time_code", "Your verification code is 482913.", "482913"),
+            ("one_time_code", "my 2FA code: 918273", "918273"),
+            ("recovery_code", "GitHub recovery codes:\n4f2a9-8c1e3\nb7d21-0e9f4\n\nThanks", "b7d21-0e9f4"),
+            ("recovery_code", "backup codes 1234-5678, 2345-6789, 3456-7890 keep them", "3456-7890"),
+            ("door_code", "the door code is 4821#", "4821"),
+            ("door_code", "safe combination 12-34-56", "12-34-56"),
+            ("security_answer", "my mother's maiden name is Kowalski, by the way", "Kowalski"),
+            ("security_answer", "the answer to my security question is Fluffy.", "Fluffy")]
+NOT_PERSONAL = ["order number 123456789 shipped", "call me at +1 415 555 0134",
+                "the combination of rice and beans costs 12 euros", "Door code changed last week.",
+                "security question answers should be memorable", "The ID number format is in RFC 4122.",
+                "My verification code expired, can you resend it?"]
+
+
+@pytest.mark.parametrize(("kind", "text", "secret"), PERSONAL, ids=[f"{p[0]}:{p[1][:20]}" for p in PERSONAL])
+def test_a_personal_secret_named_in_the_sentence_is_redacted(kind: str, text: str, secret: str) -> None:
+    result = redact(text)
+    assert secret not in result.text and kind in result.kinds
+
+
+@pytest.mark.parametrize("text", NOT_PERSONAL)
+def test_numbers_and_talk_without_a_personal_secret_stay(text: str) -> None:
+    assert redact(text) == Redaction(text, ())
