@@ -46,6 +46,7 @@ Decisions:
 
 Speed (2-core dev box): 0.37 ms for 2 KB of plain prose (0.11 ms before the BIP-39 scan of its words), 0.2 ms for 2 KB of look-alikes or secrets, 0.016 ms
 for 100 characters; a rule runs only when one of its trigger words occurs. Importing detect-secrets: ~0.1 s.
+The maintained rule set adds ~0.3-2 ms to a text holding one of its keywords (7 % of LoCoMo turns), none otherwise.
 """
 
 from __future__ import annotations
