@@ -4,7 +4,8 @@ A pure ASGI middleware wrapped around the whole app (so 404s, error replies and 
 the id is the client's `X-Request-Id` when it is sane (1–128 characters of [A-Za-z0-9._-]), else a fresh
 uuid4 hex. It is bound with structlog's contextvars for the whole request (the handler, the streamed body
 and the formation job written at its end all run inside this call, in the request's task) and returned
-in the `X-Request-Id` response header. Per request: one header scan, at most one uuid4, one contextvar
+in the `X-Request-Id` response header — one header: a relayed upstream's own id is renamed
+`X-Upstream-Request-Id` (kept for a provider's support; two `X-Request-Id` headers confuse clients). Per request: one header scan, at most one uuid4, one contextvar
 bind and reset — no allocation of note on the chat path.
 """
 
@@ -17,6 +18,7 @@ from typing import Any
 from structlog.contextvars import bind_contextvars, reset_contextvars
 
 HEADER = b"x-request-id"
+UPSTREAM_HEADER = b"x-upstream-request-id"
 _SANE = re.compile(rb"[A-Za-z0-9._-]{1,128}")
 
 Scope = dict[str, Any]
@@ -46,7 +48,8 @@ class RequestIdMiddleware:
 
         async def send_with_id(message: dict[str, Any]) -> None:
             if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", ()), header]
+                message["headers"] = [*((UPSTREAM_HEADER, v) if n.lower() == HEADER else (n, v)
+                                        for n, v in message.get("headers", ())), header]
             await send(message)
 
         tokens = bind_contextvars(request_id=request_id)

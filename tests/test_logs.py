@@ -14,7 +14,7 @@ import structlog
 from proxy import outbox
 from proxy.observability import configure_logging, log, user_ref
 from proxy.request_id import request_id_from
-from tests.conftest import USER_A, chat_body, user_headers
+from tests.conftest import CHAT, USER_A, chat_body, completion, user_headers
 from tests.test_streaming import ScriptedStream, stream_reply
 
 HEX_ID = re.compile(r"[0-9a-f]{32}")
@@ -166,3 +166,12 @@ def test_without_a_configured_key_pseudonyms_use_a_generated_one_kept_in_the_dat
     other = load_settings({"MEMORY_PROXY_DATA_DIR": str(tmp_path / "elsewhere")})
     assert log_user_id_key(other) != first  # not a constant
     assert log_user_id_key(load_settings({"MEMORY_PROXY_DATA_DIR": str(tmp_path), "LOG_USER_ID_KEY": "k"})) == "k"
+
+
+async def test_a_relayed_reply_carries_one_request_id_and_the_upstream_s_under_its_own_name(
+        client: Any, outside: Any) -> None:
+    """Issue 26: the upstream's X-Request-Id was relayed beside ours, two headers of one name."""
+    outside.routes["chat"].respond(200, json=completion(), headers={"x-request-id": "upstream-7"})
+    response = await client.post(CHAT, json=chat_body("Hi"), headers=user_headers(USER_A, **{"x-request-id": "ours-1"}))
+    assert response.headers.get_list("x-request-id") == ["ours-1"]
+    assert response.headers["x-upstream-request-id"] == "upstream-7"
