@@ -79,11 +79,23 @@ def parse_chat_body(raw: bytes) -> dict[str, Any]:
 
 
 async def memories_for_turn(services: Services, user_id: str, body: dict[str, Any]) -> list[Memory]:
-    """The user's memories for this turn within the token budget, or none if the memory side fails."""
+    """The user's memories for this turn within the token budget, or none if the memory side fails. One
+    `memory_retrieval` line per identified chat turn says what happened (info; warning when it failed open)."""
+    started = time.perf_counter()
+    memories, outcome, reason = await _retrieved(services, user_id, body)
+    RETRIEVAL_OUTCOMES.labels(outcome).inc()
+    (log.warning if outcome == "failed" else log.info)(
+        "memory_retrieval", user_id=user_id, outcome=outcome, count=len(memories), ids=[m.id for m in memories],
+        ms=round((time.perf_counter() - started) * 1000, 1), **({"reason": reason} if reason else {}))
+    return memories
+
+
+async def _retrieved(services: Services, user_id: str, body: dict[str, Any]) -> tuple[list[Memory], str, str]:
+    """(memories, outcome: hit, miss, skipped or failed, and why: the fail-open reason — of the whole
+    retrieval, or of the search when recent memories stood in —, or the skip's)."""
     messages = body["messages"]
     if has_client_memory(messages):
-        RETRIEVAL_OUTCOMES.labels("skipped").inc()
-        return []
+        return [], "skipped", "client_memory"
     retrieval = services.settings.retrieval
     try:
         if not services.ready.is_set():
@@ -98,21 +110,17 @@ async def memories_for_turn(services: Services, user_id: str, body: dict[str, An
         if exc.reason.startswith("database_") and exc.reason != "database_not_ready":
             services.breaker.failure()
         FAIL_OPEN.labels(exc.reason).inc()
-        RETRIEVAL_OUTCOMES.labels("failed").inc()
-        log.warning("retrieval_failed", reason=exc.reason, error=str(exc))
-        return []
+        return [], "failed", exc.reason
     except Exception:  # noqa: BLE001 - a bug on the memory side: the turn is still relayed, and it is counted
         FAIL_OPEN.labels("internal_error").inc()
-        RETRIEVAL_OUTCOMES.labels("failed").inc()
-        log.exception("retrieval_failed", reason="internal_error")
-        return []
+        log.exception("retrieval_error")  # the traceback; the turn's memory_retrieval line follows
+        return [], "failed", "internal_error"
     memories = within_budget(found.always_on, found.query, retrieval.token_budget)
-    RETRIEVAL_OUTCOMES.labels("hit" if memories else "miss").inc()
     MEMORIES_INJECTED.observe(len(memories))
     if memories:
         services.uses.add(user_id, [m.id for m in memories])
         services.indexes.used(user_id, [m.id for m in memories])
-    return memories
+    return memories, "hit" if memories else "miss", found.fallback
 
 
 def upstream_error_response(status: int, body: bytes, headers: dict[str, str]) -> Response[bytes]:

@@ -14,7 +14,7 @@ import structlog
 from proxy import outbox
 from proxy.observability import configure_logging, log, user_ref
 from proxy.request_id import request_id_from
-from tests.conftest import CHAT, USER_A, chat_body, completion, user_headers
+from tests.conftest import CHAT, USER_A, add_memory, chat_body, completion, user_headers
 from tests.test_streaming import ScriptedStream, stream_reply
 
 HEX_ID = re.compile(r"[0-9a-f]{32}")
@@ -175,3 +175,20 @@ async def test_a_relayed_reply_carries_one_request_id_and_the_upstream_s_under_i
     response = await client.post(CHAT, json=chat_body("Hi"), headers=user_headers(USER_A, **{"x-request-id": "ours-1"}))
     assert response.headers.get_list("x-request-id") == ["ours-1"]
     assert response.headers["x-upstream-request-id"] == "upstream-7"
+
+
+async def test_each_identified_turn_logs_one_memory_retrieval_line(client: Any, outside: Any, db: Any,
+                                                                    json_logs: Any) -> None:
+    """Issue 26: at info level the operator sees, per chat turn, what was injected (and why nothing was)."""
+    memory_id = await add_memory(db, USER_A, "User lives in Lyon.")
+    await client.post(CHAT, json=chat_body("Where do I live?"), headers=user_headers(USER_A))
+    await client.post(CHAT, json=chat_body("Hi"))  # no user: no retrieval, no line
+    [line] = [entry for entry in json_logs() if entry["event"] == "memory_retrieval"]
+    assert line["level"] == "info" and line["outcome"] == "hit" and line["count"] == 1
+    assert line["ids"] == [memory_id] and isinstance(line["ms"], float)
+    assert line["user_id"] != USER_A and len(line["user_id"]) == 16  # a pseudonym, as LOG_USER_IDS says
+
+    outside.routes["embeddings"].mock(side_effect=httpx.ConnectError("refused"))  # recent memories stand in
+    await client.post(CHAT, json=chat_body("What is my favourite colour?"), headers=user_headers(USER_A))
+    [fallback] = [entry for entry in json_logs() if entry["event"] == "memory_retrieval"]
+    assert (fallback["outcome"], fallback["ids"], fallback["reason"]) == ("hit", [memory_id], "embedder_error")

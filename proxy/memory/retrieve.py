@@ -51,6 +51,7 @@ T = TypeVar("T")
 class TurnMemories:
     always_on: list[Memory]
     query: list[Memory]
+    fallback: str = ""  # why the most recent memories stood in for a search (the embedder's fail-open reason)
 
     @property
     def all(self) -> list[Memory]:
@@ -109,7 +110,7 @@ async def memories_for_turn(*, pool: psycopg_pool.AsyncConnectionPool, embedder:
                 log.warning("retrieval_fallback_recent", reason=exc.reason, error=str(exc))
                 found = await _search(pool, indexes, embedder, user_id, query, None, settings, tiers=True,
                                       started=started)
-                return TurnMemories(found.always_on, found.recent)
+                return TurnMemories(found.always_on, found.recent, exc.reason)
         found = await _search(pool, indexes, embedder, user_id, query, vector, settings, tiers=True, started=started,
                               words=words)
         if vector is None:
