@@ -26,6 +26,7 @@ from .errors import BadRequest, MemoryUnavailable, UpstreamError, openai_error
 from .inject import has_client_memory, inject_memories, within_budget
 from .leaks import ScanFailed
 from .memory.retrieve import memories_for_turn as retrieve_turn
+from .models_cache import ModelList
 from .observability import (
     ADDED_LATENCY,
     FAIL_OPEN,
@@ -45,6 +46,7 @@ from .sse import ReplyTee, reply_text
 from .upstream import read_body, relayed_headers
 
 MEMORY_IDS_HEADER = "x-memory-proxy-memories"
+MODELS_CACHED_HEADER = "x-memory-proxy-models"
 CONTEXT_MESSAGES = 4  # earlier messages the formation job sees, for reference
 CONTEXT_CHARS = 1000
 MAX_USER_MESSAGE_CHARS = 16000
@@ -261,12 +263,20 @@ def encode_json(value: Any) -> bytes:
 
 
 async def relay_models(services: Services, headers: Mapping[str, str]) -> Response[bytes]:
-    """`GET /v1/models`, relayed with the upstream's key."""
-    response, reply_body = await services.upstream.open("GET", "/models", headers)
-    reply_headers = relayed_headers(response)
-    media_type = reply_headers.pop("content-type", "application/json")
-    body = await read_body(reply_body)
-    REQUESTS.labels("models", "other", f"{response.status_code // 100}xx").inc()
-    if response.status_code >= 400:
-        return upstream_error_response(response.status_code, body, reply_headers)
-    return Response(body, status_code=response.status_code, headers=reply_headers, media_type=media_type)
+    """`GET /v1/models`, relayed with the upstream's key; the last good list when the upstream is late or down
+    (proxy/models_cache.py)."""
+    async def fetch() -> ModelList:
+        response, reply_body = await services.upstream.open("GET", "/models", headers)
+        reply_headers = relayed_headers(response)
+        media_type = reply_headers.pop("content-type", "application/json")
+        return ModelList(response.status_code, await read_body(reply_body), reply_headers, media_type)
+
+    models, cached = await services.models.get(fetch, services.settings.upstream.models_timeout)
+    REQUESTS.labels("models", "cached" if cached else "other", f"{models.status // 100}xx").inc()
+    if cached:
+        log.warning("models_served_cached", reason="the upstream did not answer in time or failed")
+        return Response(models.body, status_code=models.status, media_type=models.media_type,
+                        headers={**models.headers, MODELS_CACHED_HEADER: "cached"})
+    if models.status >= 400:
+        return upstream_error_response(models.status, models.body, models.headers)
+    return Response(models.body, status_code=models.status, headers=models.headers, media_type=models.media_type)

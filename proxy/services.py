@@ -17,6 +17,7 @@ from .memory.embed import Embedder, WordsEmbedder, build_embedder
 from .memory.index import Indexes
 from .memory.llm import MemoryLLM
 from .memory.uses import UseCounts
+from .models_cache import ModelsCache
 from .observability import DATABASE_RESTARTS, log
 from .outbox import Outbox
 from .settings import Settings
@@ -38,6 +39,7 @@ class Services:
     uses: UseCounts  # injections counted for ranking, written in batches
     indexes: Indexes  # users' memories held between turns, searched without the database
     breaker: Breaker = field(default_factory=Breaker)  # retrieval skips a database that keeps failing
+    models: ModelsCache = field(default_factory=ModelsCache)  # the last good /v1/models, for a busy upstream
 
 
 MIGRATE_TIMEOUT_S = 60.0  # one attempt: connecting plus applying the migrations
@@ -151,7 +153,7 @@ async def open_services(settings: Settings, http_client: httpx.AsyncClient | Non
                 yield services
             finally:
                 stop_outbox.set()
-                await asyncio.gather(outbox_task, uses_task, index_task)
+                await asyncio.gather(outbox_task, uses_task, index_task, services.models.close())
                 if schema:
                     schema.cancel()
                     with suppress(asyncio.CancelledError):

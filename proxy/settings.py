@@ -151,6 +151,10 @@ class UpstreamSettings:
         "comes whole: allow for the longest generation.", _positive_float)
     read_timeout: float = env("UPSTREAM_READ_TIMEOUT", "300", "Seconds the upstream may stay silent during a "
         "reply (before its first byte too); a stream that stalls longer ends with an error event.", _positive_float)
+    models_timeout: float = env("MODELS_TIMEOUT", "5", "Seconds `GET /v1/models` waits for the upstream before "
+        "answering with the last list it gave (the wait goes on in the background and refreshes it). Below "
+        "OpenWebUI's 10 s: a local server busy generating (llama.cpp) answers its model list only afterwards.",
+        _positive_float)
 
 
 @dataclass(frozen=True)
