@@ -24,9 +24,10 @@ import psycopg
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
+from .errors import MemoryUnavailable
 from .memory.embed import Embedder
 from .memory.formation import Formation, Turn, form
-from .memory.llm import MemoryLLM
+from .memory.llm import LLM_BUSY, MemoryLLM
 from .memory.maintain import maintain_if_free
 from .memory.resolve import Resolution
 from .observability import (
@@ -169,10 +170,12 @@ class Worker:
     async def _fail(self, job: jobs.Job, exc: Exception) -> str:
         try:
             async with self.pool.connection() as conn, user_scope(conn, job.user_id):
+                busy = isinstance(exc, MemoryUnavailable) and exc.reason == LLM_BUSY
                 status = await jobs.fail(conn, job_id=job.id, worker_id=self.worker_id,
                                          error=f"{type(exc).__name__}: {exc}",
                                          max_attempts=self.settings.max_attempts,
-                                         backoff_s=backoff_seconds(self.settings, job.attempts))
+                                         backoff_s=backoff_seconds(self.settings, job.attempts),
+                                         busy_max_s=self.settings.busy_max_s if busy else None)
         except (psycopg.Error, OSError):
             status = None  # the database is down too: the lease expires and the job is taken again
         JOB_EVENTS.labels("dead" if status == "dead" else "retried").inc()

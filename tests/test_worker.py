@@ -256,7 +256,9 @@ async def test_a_failing_memory_llm_is_retried_then_dead_and_chat_is_unaffected(
         memory_llm.hang = asyncio.Event()
     else:
         outside.routes["memory_llm"].respond(500, json={"object": "error", "message": "overloaded"})
-    settings = load_settings({**env, "JOB_MAX_ATTEMPTS": "3", "MEMORY_LLM_TIMEOUT": "0.2"})
+    # past JOB_BUSY_MAX_SECONDS a timeout counts as a failure (before it, the test below)
+    settings = load_settings({**env, "JOB_MAX_ATTEMPTS": "3", "MEMORY_LLM_TIMEOUT": "0.2",
+                              "JOB_BUSY_MAX_SECONDS": "0.001"})
     dead_before = metric("memory_proxy_jobs_total", event="dead")
     retried_before = metric("memory_proxy_jobs_total", event="retried")
 
@@ -285,6 +287,33 @@ async def test_a_failing_memory_llm_is_retried_then_dead_and_chat_is_unaffected(
     async with open_services(settings, httpx.AsyncClient()) as services:
         worker = Worker(pool=services.pool, embedder=services.embedder, llm=services.llm,
                         settings=settings.formation)
+        assert await worker.run_until_idle() == 1
+    assert await links(db, USER_A) == [BUN]
+
+
+async def test_a_busy_memory_llm_server_is_queueing_not_failure(
+        env: dict, client: Any, db: Any, memory_llm: Any) -> None:
+    """Issue 26: a local server shared with chat answers formation late. A call that times out gives the job its
+    attempt back and a backoff that grows with the job's age (10 s at first), never a dead job while it is young."""
+    from proxy.services import open_services
+    from proxy.settings import load_settings
+    from proxy.worker import Worker
+
+    memory_llm.extract = facts_for
+    memory_llm.hang = asyncio.Event()
+    settings = load_settings({**env, "JOB_MAX_ATTEMPTS": "1", "MEMORY_LLM_TIMEOUT": "0.2"})
+    timeouts = metric("memory_proxy_llm_calls_total", purpose="extract", outcome="timeout")
+    await client.post(CHAT, json=chat_body(BUN_MSG), headers=user_headers(USER_A))
+    async with open_services(settings, httpx.AsyncClient()) as services:
+        worker = Worker(pool=services.pool, embedder=services.embedder, llm=services.llm,
+                        settings=settings.formation)
+        assert await worker.run_until_idle() == 1  # one attempt of at most 1, yet not dead
+        cur = await db.execute("SELECT status, attempts, run_after - now() FROM memory_jobs")
+        status, attempts, wait = await cur.fetchone()
+        assert (status, attempts) == ("queued", 0) and timedelta(seconds=9) < wait <= timedelta(seconds=60)
+        assert metric("memory_proxy_llm_calls_total", purpose="extract", outcome="timeout") == timeouts + 1
+        memory_llm.hang = None  # the server is free again
+        await db.execute("UPDATE memory_jobs SET run_after = now()")
         assert await worker.run_until_idle() == 1
     assert await links(db, USER_A) == [BUN]
 

@@ -37,6 +37,15 @@ class MalformedReply(Exception):
     """The memory LLM answered, but with nothing that reads as the expected shape."""
 
 
+LLM_BUSY = "llm_busy"  # MemoryUnavailable's reason for a call that timed out: queueing, not failure
+_TIMEOUTS = (TimeoutError, httpx.TimeoutException, openai.APITimeoutError)
+
+
+def _timed_out(exc: BaseException) -> bool:
+    """Our deadline or the client's, also when instructor wrapped it."""
+    return isinstance(exc, _TIMEOUTS) or isinstance(exc.__cause__, _TIMEOUTS)
+
+
 def _malformed(exc: BaseException) -> bool:
     """The call failed on the reply itself, not on the way to it (instructor wraps both)."""
     cause = exc.__cause__ if isinstance(exc, InstructorRetryException) else exc
@@ -99,6 +108,9 @@ class MemoryLLM:
             if _malformed(exc):
                 LLM_CALLS.labels(purpose, "malformed").inc()
                 raise MalformedReply(f"{purpose}: {type(exc.__cause__ or exc).__name__}") from exc
+            if _timed_out(exc):  # a busy server (queued behind chat): the job is retried without spending an attempt
+                LLM_CALLS.labels(purpose, "timeout").inc()
+                raise MemoryUnavailable(LLM_BUSY, f"{purpose} call timed out: {type(exc).__name__}") from exc
             LLM_CALLS.labels(purpose, "error").inc()
             raise MemoryUnavailable("llm", f"{purpose} call failed: {type(exc).__name__}: {exc}") from exc
         LLM_CALLS.labels(purpose, "ok").inc()

@@ -117,15 +117,24 @@ async def complete(conn: AsyncConnection[Any], *, job_id: int, worker_id: str) -
 
 
 async def fail(conn: AsyncConnection[Any], *, job_id: int, worker_id: str, error: str,
-               max_attempts: int, backoff_s: float) -> str | None:
+               max_attempts: int, backoff_s: float, busy_max_s: float | None = None) -> str | None:
     """Back to the queue after `backoff_s`, or dead after `max_attempts`; returns the new status.
-    In the caller's scope (the job's user), like `complete`."""
+    With `busy_max_s` (the model server was busy: queueing, not failure), a job written less than that long ago
+    gets its attempt back and waits a quarter of its age (10 s to 60 s) instead. In the caller's scope (the job's
+    user), like `complete`."""
     cur = await conn.execute(
-        "UPDATE memory_jobs SET status = CASE WHEN attempts >= %s THEN 'dead' ELSE 'queued' END,"
-        " run_after = now() + make_interval(secs => %s), last_error = left(%s, 2000),"
-        " locked_by = NULL, locked_until = NULL"
-        " WHERE id = %s AND status = 'running' AND locked_by = %s RETURNING status",
-        [max_attempts, backoff_s, error, job_id, worker_id])
+        "WITH j AS (SELECT id, %(busy)s::float8 IS NOT NULL"
+        "   AND created_at > now() - make_interval(secs => coalesce(%(busy)s::float8, 0)) AS busy"
+        "   FROM memory_jobs WHERE id = %(id)s)"
+        " UPDATE memory_jobs m SET"
+        " status = CASE WHEN NOT j.busy AND m.attempts >= %(max)s THEN 'dead' ELSE 'queued' END,"
+        " attempts = m.attempts - CASE WHEN j.busy THEN 1 ELSE 0 END,"
+        " run_after = now() + make_interval(secs => CASE WHEN j.busy"
+        "   THEN least(greatest(extract(epoch FROM now() - m.created_at) / 4, 10), 60) ELSE %(backoff)s END),"
+        " last_error = left(%(error)s, 2000), locked_by = NULL, locked_until = NULL"
+        " FROM j WHERE m.id = j.id AND m.status = 'running' AND m.locked_by = %(worker)s RETURNING m.status",
+        {"busy": busy_max_s, "id": job_id, "max": max_attempts, "backoff": backoff_s, "error": error,
+         "worker": worker_id})
     row = await cur.fetchone()
     return str(row[0]) if row else None
 
