@@ -55,3 +55,18 @@ async def test_racing_workers_never_hold_two_jobs_of_one_user(database_url: str,
         rounds = await asyncio.gather(*(claim_once(f"w{i}") for i in range(8)))
     users = [job.user_id for claimed in rounds for job in claimed]
     assert sorted(users) == sorted([USER_A, USER_B, FLOOD])
+
+
+async def test_a_user_with_a_backlog_yields_the_freed_slot_to_a_newer_user(db: Any) -> None:
+    """One slot, two users with backlogs and a newcomer: the slot goes round, so the newcomer's job is the
+    second or third claimed, not the twenty-first (benchmarks.flood found 60 s waits once every slot was held)."""
+    await queue(db, FLOOD, 10)
+    await queue(db, USER_A, 10)
+    await queue(db, USER_B, 1)
+    order = []
+    for _ in range(4):
+        [job] = await jobs.claim(db, worker_id="w1", limit=1, lease_s=60)
+        await db.execute("SELECT set_config('memory_proxy.all_users', 'on', false)")
+        assert await jobs.complete(db, job_id=job.id, worker_id="w1")
+        order.append(job.user_id)
+    assert order[:3] == [FLOOD, USER_A, USER_B] and order[3] == FLOOD

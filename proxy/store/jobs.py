@@ -112,8 +112,17 @@ async def complete(conn: AsyncConnection[Any], *, job_id: int, worker_id: str) -
     cur = await conn.execute(
         "UPDATE memory_jobs SET status = 'done', finished_at = now(), payload = '{}'::jsonb,"
         " locked_by = NULL, locked_until = NULL, last_error = NULL"
-        " WHERE id = %s AND status = 'running' AND locked_by = %s RETURNING id", [job_id, worker_id])
-    return await cur.fetchone() is not None
+        " WHERE id = %s AND status = 'running' AND locked_by = %s RETURNING user_id", [job_id, worker_id])
+    row = await cur.fetchone()
+    if row is None:
+        return False
+    # Round robin: the user's next job queues behind every job waiting now. Claims take the heads with the
+    # oldest run_after, so without this a user with a backlog kept winning a slot it just freed against a
+    # newer user's job, once as many users with backlogs as slots held them all (benchmarks.flood: 60 s).
+    await conn.execute(
+        "UPDATE memory_jobs SET run_after = greatest(run_after, clock_timestamp())"
+        " WHERE id = (SELECT min(id) FROM memory_jobs WHERE user_id = %s AND status = 'queued')", [row[0]])
+    return True
 
 
 async def fail(conn: AsyncConnection[Any], *, job_id: int, worker_id: str, error: str,
