@@ -10,7 +10,9 @@ Endpoints:
 - ``POST /v1/chat/completions``: ``"stream": true`` → ``text/event-stream``: a first chunk with the
   role and the first word, then one word per chunk (``--chunks`` content chunks in all, ``--delay-ms``
   apart), a ``finish_reason`` chunk, a usage chunk when ``stream_options.include_usage``, then
-  ``data: [DONE]``. Otherwise one JSON ``chat.completion`` (no delay).
+  ``data: [DONE]``. Otherwise one JSON ``chat.completion``: no delay, except that a memory-LLM
+  extraction call (``memory_llm_answer``) is answered after ``--llm-delay-ms`` (default 0), so that a
+  formation job's model time is fixed and known (benchmarks.flood).
 - ``POST /v1/embeddings``: instant; vectors are a deterministic hashing-trick bag of words (lowercase
   word tokens hashed into ``--dims`` buckets, L2-normalised), so texts sharing words are more similar,
   plus a little dense noise seeded by the text: real embeddings are dense, and a sparse vector is
@@ -92,9 +94,11 @@ class FakeUpstream:
     """The ASGI app. Configuration is fixed at construction; nothing is computed per request beyond
     the reply itself."""
 
-    def __init__(self, chunks: int = 6, delay_ms: float = 20.0, dims: int = 1024) -> None:
+    def __init__(self, chunks: int = 6, delay_ms: float = 20.0, dims: int = 1024,
+                 llm_delay_ms: float = 0.0) -> None:
         self.chunks = max(1, chunks)
         self.delay = delay_ms / 1000.0
+        self.llm_delay = llm_delay_ms / 1000.0
         self.dims = dims
         self.models_body = json.dumps(
             {"object": "list", "data": [{"id": "fake-model", "object": "model", "created": 0,
@@ -130,7 +134,10 @@ class FakeUpstream:
         words = [WORDS[i % len(WORDS)] for i in range(self.chunks)]
         usage = {"prompt_tokens": 10, "completion_tokens": len(words), "total_tokens": 10 + len(words)}
         if not body.get("stream"):
-            content = memory_llm_answer(body) or "".join(words)
+            extracted = memory_llm_answer(body)
+            if extracted is not None and self.llm_delay:
+                await asyncio.sleep(self.llm_delay)  # a memory-LLM extraction call of known duration
+            content = extracted or "".join(words)
             answer = {"id": cid, "object": "chat.completion", "created": created, "model": model,
                       "choices": [{"index": 0, "finish_reason": "stop",
                                    "message": {"role": "assistant", "content": content}}],
@@ -223,11 +230,13 @@ def wait_http(url: str, timeout: float = 30.0, proc: subprocess.Popen | None = N
 
 
 def start_fake(port: int, chunks: int = 6, delay_ms: float = 20.0, dims: int = 1024,
-               core: int | None = None, timeout: float = 20.0) -> subprocess.Popen:
+               core: int | None = None, timeout: float = 20.0, llm_delay_ms: float = 0.0) -> subprocess.Popen:
     """Start the fake upstream in a subprocess (pinned to ``core`` with taskset if given), wait until
-    ``GET /v1/models`` answers, and return the process."""
+    ``GET /v1/models`` answers, and return the process. ``llm_delay_ms``: see ``--llm-delay-ms``."""
     cmd = [sys.executable, "-m", "benchmarks.fakes", "--port", str(port), "--chunks", str(chunks),
            "--delay-ms", str(delay_ms), "--dims", str(dims)]
+    if llm_delay_ms:
+        cmd += ["--llm-delay-ms", str(llm_delay_ms)]
     if core is not None:
         cmd = ["taskset", "-c", str(core), *cmd]
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -259,11 +268,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--chunks", type=int, default=6, help="content chunks per streamed reply")
     parser.add_argument("--delay-ms", type=float, default=20.0, help="delay between streamed chunks")
     parser.add_argument("--dims", type=int, default=1024, help="embedding dimension")
+    parser.add_argument("--llm-delay-ms", type=float, default=0.0,
+                        help="delay before answering a memory-LLM extraction call (non-streamed)")
     args = parser.parse_args(argv)
     import uvicorn
 
-    uvicorn.run(FakeUpstream(args.chunks, args.delay_ms, args.dims), host=args.host, port=args.port,
-                http="httptools", loop="uvloop", log_level="warning", access_log=False, lifespan="on",
+    uvicorn.run(FakeUpstream(args.chunks, args.delay_ms, args.dims, args.llm_delay_ms), host=args.host,
+                port=args.port, http="httptools", loop="uvloop", log_level="warning", access_log=False, lifespan="on",
                 backlog=2048)
 
 
