@@ -68,6 +68,8 @@ async def claim(conn: AsyncConnection[Any], *, worker_id: str, limit: int, lease
     Fair and in order: only each user's oldest queued job can be taken, and none of a user who has one
     running, so one user's thousand turns take one slot while the other users' jobs go on beside them,
     and a user's turns are formed in the order they were said (a retried job holds back the later ones).
+    Heads go oldest `run_after` first, and `complete` moves a user's next head to the back: when users with
+    backlogs hold every slot, a freed slot goes round to whoever waited longest.
     Across users (one transaction, one round trip); the worker then handles each job in its user's scope."""
     async with in_all_users(conn):
         await conn.execute(
