@@ -98,7 +98,7 @@ FACTS_DROPPED = Counter(
     "Facts the memory LLM returned that were not stored, by reason: not_about_user, request (what the "
     "user asked for, not what they are), secret, empty, "
     "too_long, not_one_fact (a paraphrased passage), unsupported (not in the user's own words: invented, "
-    "copied, from a document), repeated, over_cap.",
+    "copied, from a document), known (only restates a memory injected into the turn), repeated, over_cap.",
     ["reason"],
 )
 JOB_EVENTS = Counter(

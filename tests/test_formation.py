@@ -11,12 +11,15 @@ API, the probe's injection) with a scripted memory LLM:
   it was never shown, writes a secret. The CI users must still end right.
 """
 
+from datetime import UTC, datetime
 from typing import Any
 
 from benchmarks.formation_quality.proxy_runner import run_proxy
 from benchmarks.formation_quality.scenarios import load_users, split_files
 from benchmarks.formation_quality.score import judge
+from proxy.store import jobs
 from tests.conftest import CHAT, USER_A, add_memory, chat_body, metric, user_headers
+from tests.test_worker import links
 
 
 async def test_a_perfect_model_gets_every_development_user_right(database_url: str) -> None:
@@ -58,6 +61,21 @@ async def test_a_question_reaches_the_model_and_only_grounded_facts_about_the_us
                                     ("User uses Bun at work.", "project", False)]
     assert {why: metric("memory_proxy_facts_dropped_total", reason=why) - n for why, n in dropped.items()} == {
         "unsupported": 1, "not_about_user": 1, "not_users_words": 1}
+
+
+async def test_a_question_restating_an_injected_memory_is_dropped_as_known_not_unsupported(
+        client: Any, outside: Any, db: Any, worker: Any, memory_llm: Any) -> None:
+    """Issue 26: "Any ideas near where I live?" made the model hand back what the turn was told; those facts were
+    logged as `unsupported`, as if invented."""
+    lyon = await add_memory(db, USER_A, "User lives in Lyon.")
+    memory_llm.extract = lambda message: ["User lives in Lyon."]
+    known = metric("memory_proxy_facts_dropped_total", reason="known")
+    await jobs.enqueue(db, user_id=USER_A, said_at=datetime.now(UTC), payload={  # as the turn wrote it
+        "user_message": "Any ideas for a walk near where I live?", "context": [],
+        "retrieved": [{"id": lyon, "content": "User lives in Lyon."}], "assistant_reply": ""})
+    assert await worker.run_until_idle() == 1
+    assert metric("memory_proxy_facts_dropped_total", reason="known") == known + 1
+    assert await links(db, USER_A) == ["User lives in Lyon."]
 
 
 def _said_facts(n: int) -> tuple[str, list[str]]:

@@ -27,6 +27,7 @@ the job (it is retried).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cache
@@ -55,6 +56,7 @@ FORGET_CANDIDATES = 10
 MAX_CONFIRMATIONS = 2  # destructive proposals checked per fact; past them the fact is added
 
 _ABOUT_USER = re.compile(r"^(the\s+)?user\b", re.I)
+_WORD = re.compile(r"\w+")
 
 
 @dataclass
@@ -97,7 +99,8 @@ async def form(turn: Turn, *, pool: AsyncConnectionPool, embedder: Embedder, llm
     context = turn.payload.get("context", [])
     earlier = [own_words(line.removeprefix("user: ")).text for line in context if line.startswith("user: ")]
     elsewhere = "\n".join([*(line for line in context if not line.startswith("user: ")), _example_facts()])
-    kept = _kept(extraction.facts, said, earlier, elsewhere, turn.said_at, formation.dropped)
+    known = [str(m.get("content", "")) for m in turn.payload.get("retrieved", []) if isinstance(m, dict)]
+    kept = _kept(extraction.facts, said, earlier, elsewhere, turn.said_at, formation.dropped, known)
     if not kept:
         return formation
     vectors = await embedder.embed([embedding_text(text, turn.said_at) for text, _ in kept])
@@ -175,13 +178,20 @@ def _settle(resolutions: list[Resolution], targets: dict[str, Memory], settings:
 
 
 def _kept(facts: list[ExtractedFact], said: OwnWords, earlier: list[str], elsewhere: str, said_at: datetime,
-          dropped: list[dict[str, str]]) -> list[tuple[str, ExtractedFact]]:
-    """The facts worth storing, cleaned; each one left out is added to `dropped` with its reason."""
+          dropped: list[dict[str, str]], known: Sequence[str] = ()) -> list[tuple[str, ExtractedFact]]:
+    """The facts worth storing, cleaned; each one left out is added to `dropped` with its reason. `known`: the
+    memories injected into this turn; an ungrounded fact that only restates one (all its words in it) is
+    dropped as `known`, not `unsupported`."""
     kept: list[tuple[str, ExtractedFact]] = []
+    known_words = [set(_WORD.findall(text.lower())) for text in known]
     for fact in facts:
         content = memory_content(_ABOUT_USER.sub("User", fact.fact.strip(), count=1))
+        words = set(_WORD.findall(content.text.lower()))
         why = _why_not(content, [text for text, _ in kept]) or grounding(
             content.text, said=said, earlier=earlier, elsewhere=elsewhere, said_on=said_at.date())
+        if why in ("unsupported", "not_users_words") and words and any(words <= k for k in known_words):
+            why = "known"  # not invented: the model restated what the turn was told (a restatement in the
+            # user's own words is grounded and goes on to be matched with the memory it repeats)
         if why:
             dropped.append({"fact": content.text[:200], "why": why})  # redacted: it is logged
         else:
