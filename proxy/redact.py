@@ -469,7 +469,7 @@ _STATED = [
                              "códigos de recuperación", "codici di recupero"), _shaped(_CODE, every=True), 400,
            re.compile(r"[.!?](?=\s|$)|\n\s*\n")),  # a list of codes, one a line, to a blank line
     _named("door_code", ("door code", "gate code", "alarm code", "entry code", "keypad code", "garage code",
-                         "lock code", "lockbox code", "key safe", "safe code", "safe combination", "combination",
+                         "lock code", "lockbox code", "key safe", "safe code", "safe combination", "lock combination",
                          "building code", "digicode", "code de la porte", "türcode", "haustürcode", "tor-code",
                          "código de la puerta", "codice del portone"),
            _shaped(r"(?<![\w.])[#*]?(?:\d{3,8}|\d{1,2}(?:[- ]\d{1,2}){2,3})[#*]?(?![\w.])")),

@@ -186,6 +186,7 @@ PERSONAL = [("national_id", "My SSN is 123-45-6789 and I was born in 1980.", "12
             ("security_answer", "the answer to my security question is Fluffy.", "Fluffy")]
 NOT_PERSONAL = ["order number 123456789 shipped", "call me at +1 415 555 0134",
                 "the combination of rice and beans costs 12 euros", "Door code changed last week.",
+                "a combination of 2 drugs, 250 mg each",
                 "security question answers should be memorable", "The ID number format is in RFC 4122.",
                 "My verification code expired, can you resend it?"]
 
