@@ -396,6 +396,7 @@ _WORDS = [w for w in json.loads(Path(__file__).with_name("password_words.json").
 _SENTENCE_END = re.compile(r"[.!?](?=\s|$)|[\n。！？]")
 _TOKEN = re.compile(r"[^\s\"'`«»“”„‚‘’,;，、]+")
 _CJK_LEAD = re.compile(r"^[:=：\-—–(\[]*[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]*[:=：\-—–]*")
+_LOOKS_STRONG = re.compile(_STRONG)  # the shape a bare value needs after a weak password word, above
 _NOT_A_PASSWORD = re.compile(r"[\d.,:/+\-]+|\w+://\S*|www\.\S*|[^@\s]+@[^@\s]+\.[a-z]{2,}|\[REDACTED: \w+\]",
                              re.IGNORECASE)
 
@@ -404,7 +405,7 @@ def _password_value(window: str) -> Iterator[tuple[int, int]]:
     for token in list(_TOKEN.finditer(window))[:5]:
         lead = _CJK_LEAD.match(token[0])
         value = token[0][lead.end() if lead else 0:].rstrip(".,;:!?)]")
-        if len(value) >= 6 and re.search(r"[\d!@#$%^&*+=~_?]|.[A-Z]", value) and not _NOT_A_PASSWORD.fullmatch(value):
+        if _LOOKS_STRONG.match(value) and not _NOT_A_PASSWORD.fullmatch(value):
             start = token.start() + token[0].find(value)
             yield start, start + len(value)
             return
