@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import httpx
 import instructor
 import openai
-from instructor.exceptions import IncompleteOutputException, InstructorRetryException, ResponseParsingError
+from instructor.core import IncompleteOutputException, InstructorRetryException, ResponseParsingError
 from mistralai.client import Mistral
 from pydantic import BaseModel, ValidationError
 
