@@ -23,6 +23,7 @@ from .api import MANAGE_ROUTES, OPENAPI_CONFIG
 from .auth import KeyChecker, load_api_keys
 from .errors import BadRequest, ProxyError, Unavailable, openai_error
 from .head import HeadAsGet
+from .leaks import ScanFailed
 from .observability import log
 from .request_id import RequestIdMiddleware
 from .routes import ROUTES
@@ -49,6 +50,13 @@ def _database_error(request: Request[Any, Any, Any], exc: Exception) -> Response
     log.warning("database_unavailable", path=request.url.path, error=f"{type(exc).__name__}: {exc}"[:300])
     return _proxy_error(request, Unavailable("the database is unavailable; chat still works, memory does not",
                                              code="database_unavailable"))
+
+
+def _scan_failed(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
+    """A text the secret scanner could not check is not stored (fail closed): the client may try again."""
+    log.warning("secret_scan_failed", path=request.url.path, error=type(exc).__name__)
+    return _proxy_error(request, Unavailable("the text could not be checked for secrets, so it was not stored; "
+                                             "try again", code="secret_scan_failed"))
 
 
 def _unexpected_error(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
@@ -94,6 +102,7 @@ def create_app(settings: Settings, http_client: httpx.AsyncClient | None = None,
             psycopg.Error: _database_error,
             PoolTimeout: _database_error,
             UnicodeError: _database_error,
+            ScanFailed: _scan_failed,
             Exception: _unexpected_error,
         },
         request_max_body_size=settings.server.max_request_bytes,

@@ -96,3 +96,18 @@ async def test_a_turn_whose_text_cannot_be_scanned_keeps_no_job(
     # a turn with no keyword of any rule needs no scan, so its job is kept
     await client.post(CHAT, json=chat_body("We moved to Lisbon in May."), headers=user_headers(USER_A))
     assert await (await db.execute("SELECT count(*) FROM memory_jobs")).fetchone() == (1,)
+
+
+async def test_a_memory_the_scanner_cannot_check_is_refused_with_503_not_stored(
+        client: Any, db: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The management API fails closed too, with a clear OpenAI-format error instead of a 500."""
+    def timing_out(*_: Any, **__: Any) -> Any:
+        raise ScanTimeoutError(())
+
+    monkeypatch.setattr(leaks, "scan_text", timing_out)
+    reply = await client.post("/api/v1/memories", params={"user": USER_A},
+                              json={"content": "User keeps the api key for the weather service on the fridge."})
+    assert reply.status_code == 503, reply.text
+    assert reply.json()["error"]["code"] == "secret_scan_failed"
+    assert await (await db.execute("SELECT count(*) FROM vectors")).fetchone() == (0,)
+
