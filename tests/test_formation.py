@@ -139,6 +139,28 @@ def test_an_expiring_fact_never_retires_a_lasting_memory_and_the_lasting_fact_ta
         ("add", None), ("replace", "home"), ("add", None), ("replace", "cold")]
 
 
+async def test_a_same_the_model_does_not_confirm_for_that_pair_keeps_the_new_fact(
+        client: Any, outside: Any, db: Any, worker: Any, memory_llm: Any) -> None:
+    """"same" drops the new fact, so it is checked like a replace: a small model called a cat's age the
+    same as the user's city."""
+    memory_llm.extract = lambda message: [
+        {"fact": "User's cat Pixel is 3.", "same_text": "User lives in Lyon."},
+        {"fact": "User speaks Spanish.", "same_text": "User speaks some Spanish."}]
+    memory_llm.check = lambda prompt: "New fact: User speaks Spanish." in prompt  # confirms the second only
+    await add_memory(db, USER_A, "User lives in Lyon.")
+    await add_memory(db, USER_A, "User speaks some Spanish.")
+    await client.post(CHAT, json=chat_body("my cat Pixel is 3, and I speak Spanish"), headers=user_headers(USER_A))
+    assert await worker.run_until_idle() == 1
+    assert memory_llm.calls("check") == 2
+    assert any('Question: Does the old fact include the new fact?' in p for purpose, p in memory_llm.prompts
+               if purpose == "check")
+    cur = await db.execute(
+        "SELECT v.content FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id"
+        " WHERE uv.user_id = %s AND uv.superseded_at IS NULL ORDER BY v.content", [USER_A])
+    assert [r[0] for r in await cur.fetchall()] == ["User lives in Lyon.", "User speaks some Spanish.",
+                                                    "User's cat Pixel is 3."]
+
+
 async def test_an_update_the_model_does_not_confirm_for_that_pair_keeps_the_old_memory(
         client: Any, outside: Any, db: Any, worker: Any, memory_llm: Any) -> None:
     memory_llm.extract = lambda message: [

@@ -15,8 +15,8 @@ trusted with (provenance, secrets, grounding, size, duplicates, the flip-flop ru
    user's words (this message or their earlier ones in the chat) or the turn's date, not from the
    assistant's words or the prompt's examples. Each one left out is logged with its reason.
 5. Each kept fact that is not an exact duplicate is compared with its nearest memories by the model
-   (memory/resolve.relate); a replace or refine is acted on only once the model confirms it for that pair
-   (memory/resolve.confirmed), else the fact is added. Facts that expire sooner never retire longer-lived
+   (memory/resolve.relate); a replace, refine or ignore is acted on only once the model confirms it for
+   that pair (memory/resolve.confirmed), else the fact is added. Facts that expire sooner never retire longer-lived
    memories (`_settle`). The worker writes the outcome in one transaction with the job's completion.
 
 A reply that cannot be read (memory/llm.MalformedReply) is an empty answer, logged in `malformed`: no
@@ -136,12 +136,10 @@ async def form(turn: Turn, *, pool: AsyncConnectionPool, embedder: Embedder, llm
 
 async def _chosen(llm: MemoryLLM, fact: str, candidates: list[Memory], relations: dict[int, Relation],
                   formation: Formation) -> tuple[Action, Memory | None, str]:
-    """The first of the model's proposals that holds: a replace or refine only once the model confirms it
-    for that pair (at most MAX_CONFIRMATIONS asked), an ignore as it is; else add (never lose a fact)."""
+    """The first of the model's proposals that holds: a replace, refine or ignore only once the model
+    confirms it for that pair (at most MAX_CONFIRMATIONS asked); else add (never lose a fact)."""
     asked = 0
     for relation, action, memory, why in proposals(candidates, relations):
-        if action == "ignore":
-            return action, memory, why
         if asked == MAX_CONFIRMATIONS:
             continue
         asked += 1

@@ -9,8 +9,9 @@ every language ("is an accountant at Orvel" → "joined a start-up called Pinecr
 - `forgotten(llm, request, what, candidates)`: one call; the numbers of the candidates the request names.
 - `check(llm, question, given)`: one yes/no question, the narrowest call there is. A small model
   answering for many candidates at once says `updates` far too often (on the test split, 119 replaces
-  against 141 adds), so a destructive answer (`updates`, `detail`) is acted on only once the model
-  confirms it for that one pair (`confirmed`). (A check that the message states an extracted fact was
+  against 141 adds), so an answer that retires a memory (`updates`, `detail`) or drops the new fact
+  (`same`: Qwen 1.5B called "User's cat Pixel is 3." the same as "User lives in Lyon.") is acted on only
+  once the model confirms it for that one pair (`confirmed`). (A check that the message states an extracted fact was
   tried and left out: Qwen2.5-Coder-1.5B said no to true facts in Polish and to corrections, and yes to
   injected instructions.)
 
@@ -106,6 +107,7 @@ class Answer(BaseModel):
 QUESTIONS = {
     "updates": "Is the old fact no longer true once the new fact is true?",
     "detail": "Does the new fact include the old fact?",
+    "same": "Does the old fact include the new fact?",  # the detail question, turned round
 }
 
 
