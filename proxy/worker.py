@@ -109,8 +109,9 @@ async def apply_resolutions(conn: AsyncConnection[Any], job: jobs.Job, resolutio
 class Worker:
     def __init__(self, *, pool: AsyncConnectionPool, embedder: Embedder, llm: MemoryLLM,
                  settings: FormationSettings, worker_id: str | None = None,
-                 maintenance: MaintenanceSettings | None = None) -> None:
+                 maintenance: MaintenanceSettings | None = None, listen_conninfo: str | None = None) -> None:
         self.pool, self.embedder, self.llm, self.settings = pool, embedder, llm, settings
+        self.listen_conninfo = listen_conninfo or str(pool.conninfo)  # direct, never through a pooler
         self.maintenance = maintenance  # None or interval 0: no scheduled maintenance in this worker
         self._maintaining: asyncio.Task[Any] | None = None
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
@@ -124,7 +125,7 @@ class Worker:
         ran no maintenance)."""
         settings = services.settings
         return cls(pool=services.pool, embedder=services.embedder, llm=services.llm, settings=settings.formation,
-                   worker_id=worker_id, maintenance=settings.maintenance)
+                   worker_id=worker_id, maintenance=settings.maintenance, listen_conninfo=services.direct_conninfo)
 
     # ------------------------------------------------------------ one job
 
@@ -278,7 +279,7 @@ class Worker:
         """LISTEN for new jobs so an idle worker starts at once; polling covers any gap."""
         while True:
             try:
-                async with await psycopg.AsyncConnection.connect(str(self.pool.conninfo), autocommit=True) as conn:
+                async with await psycopg.AsyncConnection.connect(self.listen_conninfo, autocommit=True) as conn:
                     async for _ in jobs.announced(conn):
                         self._wake.set()
             except (psycopg.Error, OSError):

@@ -31,12 +31,12 @@ def _serve(settings: Settings, _: argparse.Namespace) -> int:
 
 
 def _migrate(settings: Settings, _: argparse.Namespace) -> int:
-    from ..services import database
+    from ..services import database, direct_conninfo
     from ..store.database import migrate
 
     async def run() -> list[str]:
         async with database(settings) as conninfo:
-            return await migrate(conninfo)
+            return await migrate(direct_conninfo(settings, conninfo))
 
     applied = asyncio.run(run())
     print("applied: " + ", ".join(applied) if applied else "database is up to date")

@@ -56,16 +56,23 @@ async def migrate(conninfo: str) -> list[str]:
     return applied_now
 
 
-async def drop_rls_bypass(conn: psycopg.AsyncConnection[Any]) -> None:
+async def drop_rls_bypass(conn: psycopg.AsyncConnection[Any], *, pooler: bool = False) -> None:
     """SET ROLE memory_proxy_app when the connecting user would bypass row-level security (a superuser,
     as the embedded PostgreSQL's `postgres`, or a BYPASSRLS role) and the role exists; any other user is
     bound by the policies already (FORCE: also as the tables' owner). For the session: a pooled
-    connection keeps it for life."""
+    connection keeps it for life. Behind a transaction-mode `pooler` a session's role lands on one server
+    connection and the next transaction may run on another (measured with PgBouncer 1.18: `current_user`
+    was the superuser again), so such a user is refused there: connect as a role bound by the policies."""
     cur = await conn.execute(
         "SELECT rolsuper OR rolbypassrls, to_regrole(%s) IS NOT NULL FROM pg_roles WHERE rolname = current_user",
         [APP_ROLE])
     row = await cur.fetchone()
     bypasses, role_exists = row if row else (False, False)
+    if bypasses and pooler:
+        log.error("database user %s bypasses row-level security, and behind a transaction pooler SET ROLE does "
+                  "not hold: connect DATABASE_URL as %s (or another role bound by the policies)",
+                  conn.info.user, APP_ROLE)
+        raise psycopg.OperationalError(f"{conn.info.user} bypasses row-level security behind a pooler")
     if bypasses and role_exists:
         await conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(APP_ROLE)))
     elif bypasses:
@@ -73,21 +80,22 @@ async def drop_rls_bypass(conn: psycopg.AsyncConnection[Any]) -> None:
                     "per-user isolation relies on the application's SQL alone", conn.info.user, APP_ROLE)
 
 
-async def configure_connection(conn: psycopg.AsyncConnection[Any]) -> None:
-    await drop_rls_bypass(conn)
-    await register_vector_async(conn)
-
-
-def make_pool(conninfo: str, max_size: int) -> AsyncConnectionPool:
+def make_pool(conninfo: str, max_size: int, *, pooler: bool = False) -> AsyncConnectionPool:
     """An unopened pool whose connections are bound by row-level security (`drop_rls_bypass`); pgvector
-    types are registered once per connection (pgvector-python's pattern)."""
+    types are registered once per connection (pgvector-python's pattern). Behind a transaction-mode
+    `pooler` (DATABASE_DIRECT_URL set) nothing is prepared on the server: PgBouncer before 1.21 keeps no
+    prepared statement from one transaction to the next ("prepared statement _pg3_0 does not exist")."""
+    async def configure(conn: psycopg.AsyncConnection[Any]) -> None:
+        await drop_rls_bypass(conn, pooler=pooler)
+        await register_vector_async(conn)
+
     return AsyncConnectionPool(
         conninfo,
         min_size=1,
         max_size=max_size,
         open=False,
-        configure=configure_connection,
-        kwargs={"autocommit": True},
+        configure=configure,
+        kwargs={"autocommit": True, **({"prepare_threshold": None} if pooler else {})},
         name="memory-proxy",
         timeout=POOL_WAIT_S,
     )
