@@ -60,12 +60,13 @@ def bouncer(database_url: str) -> Iterator[dict[str, str]]:
         "default_pool_size = 3\nmax_client_conn = 200\nlogfile =\n")
     # PgBouncer refuses to run as root: as root, run it as the user who owns the database's socket
     as_owner = ["-u", pwd.getpwuid(os.stat(socket_dir).st_uid).pw_name] if os.geteuid() == 0 else []
+    log = (work / "pgbouncer.log").open("wb")  # a file, not a pipe nobody reads (a full pipe would block it)
     process = subprocess.Popen([PGBOUNCER, *as_owner, str(work / "pgbouncer.ini")],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                               stdout=subprocess.DEVNULL, stderr=log)
     try:
         for _ in range(100):
             if process.poll() is not None:
-                raise RuntimeError(f"pgbouncer exited: {process.stderr.read().decode() if process.stderr else ''}")
+                raise RuntimeError(f"pgbouncer exited: {(work / 'pgbouncer.log').read_text()[-2000:]}")
             with socket.socket() as probe:
                 if probe.connect_ex(("127.0.0.1", port)) == 0:
                     break
@@ -77,6 +78,7 @@ def bouncer(database_url: str) -> Iterator[dict[str, str]]:
     finally:
         process.terminate()
         process.wait(10)
+        log.close()
         shutil.rmtree(work, ignore_errors=True)
 
 
