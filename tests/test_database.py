@@ -24,18 +24,12 @@ from psycopg_pool import PoolTimeout
 
 from proxy.store.database import make_pool
 from proxy.store.scope import user_scope
-from tests.conftest import CHAT, chat_body, metric, user_headers
+from tests.conftest import CHAT, chat_body, free_port, metric, user_headers
 
 PGBOUNCER = shutil.which("pgbouncer") or shutil.which("pgbouncer", path="/usr/sbin")
 pytestmark = pytest.mark.skipif(PGBOUNCER is None and not os.environ.get("CI"),
                                 reason="PgBouncer is not installed (apt-get install pgbouncer; CI installs it)")
 POOLED_ROLE = "mp_pooled"  # a login role bound by row-level security, as a pooled deployment connects
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
@@ -52,7 +46,7 @@ def bouncer(database_url: str) -> Iterator[dict[str, str]]:
     work = Path(tempfile.mkdtemp(prefix="mp-pgbouncer-"))
     work.chmod(0o755)
     (work / "users.txt").write_text(f'"{POOLED_ROLE}" ""\n"{target.get("user", "postgres")}" ""\n')
-    port = _free_port()
+    port = free_port()
     (work / "pgbouncer.ini").write_text(
         f"[databases]\n* = host={socket_dir} port={target.get('port', 5432)}\n"
         f"[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n"

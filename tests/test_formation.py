@@ -154,11 +154,7 @@ async def test_a_same_the_model_does_not_confirm_for_that_pair_keeps_the_new_fac
     assert memory_llm.calls("check") == 2
     assert any('Question: Does the old fact include the new fact?' in p for purpose, p in memory_llm.prompts
                if purpose == "check")
-    cur = await db.execute(
-        "SELECT v.content FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id"
-        " WHERE uv.user_id = %s AND uv.superseded_at IS NULL ORDER BY v.content", [USER_A])
-    assert [r[0] for r in await cur.fetchall()] == ["User lives in Lyon.", "User speaks some Spanish.",
-                                                    "User's cat Pixel is 3."]
+    assert await links(db, USER_A) == ["User lives in Lyon.", "User speaks some Spanish.", "User's cat Pixel is 3."]
 
 
 async def test_an_update_the_model_does_not_confirm_for_that_pair_keeps_the_old_memory(
@@ -172,8 +168,4 @@ async def test_an_update_the_model_does_not_confirm_for_that_pair_keeps_the_old_
     await client.post(CHAT, json=chat_body("I ride a bike to work and I have a cat"), headers=user_headers(USER_A))
     assert await worker.run_until_idle() == 1
     assert memory_llm.calls("relate") == 2 and memory_llm.calls("check") == 2
-    cur = await db.execute(
-        "SELECT v.content FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id"
-        " WHERE uv.user_id = %s AND uv.superseded_at IS NULL ORDER BY v.content", [USER_A])
-    assert [r[0] for r in await cur.fetchall()] == ["User drives to work.", "User has a cat.",
-                                                    "User rides a bike to work."]
+    assert await links(db, USER_A) == ["User drives to work.", "User has a cat.", "User rides a bike to work."]
