@@ -149,16 +149,22 @@ def start_memory_proxy(upstream: Server, port: int | None = None, core: int | No
     return server
 
 
+def venv_has(venv: Path, package: str, version: str) -> bool:
+    """Whether the venv exists with `package` at exactly `version` installed (a peer's venv is reused)."""
+    python = venv / "bin" / "python"
+    probe = [str(python), "-c", f"import importlib.metadata as m; print(m.version({package!r}))"]
+    if not python.exists():
+        return False
+    got = subprocess.run(probe, capture_output=True, text=True, check=False)
+    return got.returncode == 0 and got.stdout.strip() == version
+
+
 def install_litellm(version: str = LITELLM_VERSION) -> Path:
     """Create ``benchmarks/.venv-litellm`` with ``litellm[proxy]==version`` unless already there."""
-    python = LITELLM_VENV / "bin" / "python"
-    probe = [str(python), "-c", "import importlib.metadata as m; print(m.version('litellm'))"]
-    if python.exists():
-        got = subprocess.run(probe, capture_output=True, text=True, check=False)
-        if got.returncode == 0 and got.stdout.strip() == version:
-            return LITELLM_VENV
+    if venv_has(LITELLM_VENV, "litellm", version):
+        return LITELLM_VENV
     subprocess.run([sys.executable, "-m", "venv", str(LITELLM_VENV)], check=True)
-    subprocess.run([str(python), "-m", "pip", "install", "-q", f"litellm[proxy]=={version}"], check=True)
+    subprocess.run([str(LITELLM_VENV / "bin" / "python"), "-m", "pip", "install", "-q", f"litellm[proxy]=={version}"], check=True)
     return LITELLM_VENV
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 
 from ..fakes import free_port, stop_process, wait_http
-from ..servers import ROOT
+from ..servers import ROOT, venv_has
 
 OPENWEBUI_VERSION = "0.12.4"
 TORCH_VERSION = "2.13.0"  # its CPU build lies on this machine's disk: installed first, open-webui keeps it
@@ -33,12 +33,9 @@ def log(message: str) -> None:
 
 def ensure_openwebui(venv: Path = OPENWEBUI_VENV) -> float:
     """Install OpenWebUI (CPU torch first) into ``venv`` unless it is already there; seconds spent."""
+    if venv_has(venv, "open-webui", OPENWEBUI_VERSION):
+        return 0.0
     python = venv / "bin" / "python"
-    probe = [str(python), "-c", "import importlib.metadata as m; print(m.version('open-webui'))"]
-    if python.exists():
-        got = subprocess.run(probe, capture_output=True, text=True, check=False)
-        if got.returncode == 0 and got.stdout.strip() == OPENWEBUI_VERSION:
-            return 0.0
     started = time.monotonic()
     log(f"installing OpenWebUI {OPENWEBUI_VERSION} into {venv} (~3 min, ~3 GB)")
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
