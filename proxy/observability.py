@@ -72,6 +72,11 @@ INDEX_LOOKUPS = Counter(
     "index off, or its change listener not connected or not hearing).",
     ["result"],
 )
+INDEX_STALE = Counter(
+    "memory_proxy_index_stale_total",
+    "Turns whose in-process index still held a memory that PostgreSQL no longer has active (changed by "
+    "another process, not heard yet): the memory was dropped before injection and the index read again.",
+)
 INDEX_USERS = Gauge("memory_proxy_index_users", "Users whose memories this process holds in its search index.")
 
 # ---- memory formation

@@ -340,6 +340,28 @@ async def test_chat_turns_search_the_index_and_a_deletion_reaches_it(proxy: Any,
     assert third.json()["memories"] == []
 
 
+async def test_a_deletion_not_heard_yet_is_never_injected(proxy: Any, db: Any,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another replica's delete reaches this process by notification, maybe after this process's next turn
+    begins: what the index found is confirmed in PostgreSQL before it is injected."""
+    await fillers(db, USER_A)
+    bun = await add_memory(db, USER_A, BUN)
+    client = await proxy()
+    held: Indexes = client.app.state.services.indexes
+    await client.post(CHAT, json=chat_body(RUNTIME_Q), headers=user_headers(USER_A))
+    await until(lambda: held.get(USER_A) is not None)
+    heard: list[str] = []
+    monkeypatch.setattr(held, "changed", heard.append)  # the notification is late: the index still serves
+
+    await db.execute("DELETE FROM users_vectors WHERE vector_id = %s", [bun])
+    stale = metric("memory_proxy_index_stale_total")
+    turn = await client.post(CHAT, json=chat_body(RUNTIME_Q), headers=user_headers(USER_A))
+    assert bun in held.fresh(USER_A).position  # type: ignore[union-attr]  # searched in the stale index
+    assert turn.json()["memories"] == []
+    assert metric("memory_proxy_index_stale_total") == stale + 1
+    assert snapshot.user_key(USER_A) in heard  # and read again, as the notification would have it
+
+
 async def test_with_no_budget_every_turn_searches_postgresql(proxy: Any, db: Any) -> None:
     await fillers(db, USER_A)
     bun = await add_memory(db, USER_A, BUN)

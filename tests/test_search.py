@@ -4,13 +4,14 @@ postings the triggers keep (db/migrations/0007), the similarities MMR reads, and
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 import pytest
 
 from proxy.memory.retrieve import memories_for_turn
-from proxy.schemas import FactAttributes
+from proxy.schemas import FactAttributes, Memory, SearchHit
 from proxy.settings import load_settings
 from proxy.store import memories, search
 from proxy.store.database import make_pool
@@ -181,3 +182,16 @@ async def test_one_shared_word_of_a_long_query_does_not_pass_the_minimum_score(d
     [hit] = [h for h in found.hits if h.memory.id == writing]
     assert (hit.matched_terms, hit.query_terms) == (1, 4)  # help, write, poem, ocean
     assert not qualifies(hit, 0.8)
+
+
+def test_keeping_drops_what_is_gone_or_changed_and_realigns_the_similarities() -> None:
+    now = datetime.now(UTC)
+    mems = [Memory(id=i, content=f"fact {i}", created_at=now, stated_at=now) for i in "abc"]
+    similar = [(1.0, 0.2, 0.3), (0.2, 1.0, 0.4), (0.3, 0.4, 1.0)]
+    found = search.Found(always_on=[mems[0]], recent=[mems[1], mems[2]],
+                         hits=[SearchHit(memory=m, fused=1.0, cosine=0.5, matched_terms=0, similar=s)
+                               for m, s in zip(mems, similar, strict=True)])
+    kept = found.keeping({"a": "fact a", "c": "fact c, edited"})  # b gone, c's text changed
+    assert [m.id for m in kept.always_on] == ["a"] and kept.recent == []
+    assert [(h.memory.id, tuple(h.similar)) for h in kept.hits] == [("a", (1.0,))]
+    assert found.ids() == {"a", "b", "c"}

@@ -14,7 +14,9 @@ Staying true to the database:
   REFRESH_DELAY_S later, only the rows whose version changed (the rest are kept): formation changes a
   user's memories seconds after a turn, so the next turn finds the index fresh. A turn that comes first
   is searched in SQL. A change is seen as soon as its notification arrives (a turn already running may
-  still use the older memories, as a turn that started before the commit would in SQL);
+  still use the older memories, as a turn that started before the commit would in SQL); until then, what
+  a search here found is confirmed still active before it is injected (memory/retrieve.py `_still_active`):
+  a change only ever delays a new memory, never lets a deleted one back in;
 - while the listener is not connected (starting, database down) or fails its heartbeat (a notification
   to itself every HEARTBEAT_S), no index is used at all, and every index is read again (by version)
   when it listens again: a notification missed is an index never trusted;

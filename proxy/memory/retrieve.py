@@ -8,9 +8,10 @@
   the embedder fails or is slow, the most recent memories instead (seed 004's fallback).
 
 The query is embedded first, then both tiers and the search candidates are read at once: from the user's
-in-process index when this process holds it (memory/index.py: no database work), else by one statement
-in PostgreSQL (store/search.py; it used to be two statements on two connections, the tiers read beside
-the embedding: one round trip and one transaction less per turn cost less CPU than the overlap saved time).
+in-process index when this process holds it (memory/index.py; then one primary-key read confirms that
+the candidates are still active: `_still_active`), else by one statement in PostgreSQL (store/search.py;
+it used to be two statements on two connections, the tiers read beside the embedding: one round trip and
+one transaction less per turn cost less CPU than the overlap saved time).
 
 `retrieve_memories` raises only `MemoryUnavailable`, whose reason names the phase that failed and how
 (`embedder_error`, `embedder_timeout`, `database_error`, `database_timeout`); `memories_for_turn`
@@ -32,10 +33,10 @@ import psycopg
 import psycopg_pool
 
 from ..errors import MemoryUnavailable
-from ..observability import FAIL_OPEN, RETRIEVAL_LATENCY, log
+from ..observability import FAIL_OPEN, INDEX_STALE, RETRIEVAL_LATENCY, log
 from ..schemas import Memory
 from ..settings import RetrievalSettings
-from ..store import search
+from ..store import search, snapshot
 from .embed import Embedder, embed_query
 from .heuristics import contentless
 from .index import Indexes
@@ -132,12 +133,30 @@ async def _search(pool: psycopg_pool.AsyncConnectionPool, indexes: Indexes | Non
         "limit": settings.top_k * CANDIDATES_PER_RESULT, "mode": settings.mode, "rrf_k": settings.ranking.rrf_k,
         "weights": (1.0, settings.ranking.text_weight), "tiers": tiers}
     index = indexes.get(user_id) if indexes is not None else None
-    if index is not None:
-        return index.search(vector, query, now=datetime.now(UTC), word_states=words,
-                            late_weight=settings.ranking.late_weight, **options)
     budget = settings.timeout_s if started is None else _left(started, settings.timeout_s)
+    if indexes is not None and index is not None:
+        found = index.search(vector, query, now=datetime.now(UTC), word_states=words,
+                             late_weight=settings.ranking.late_weight, **options)
+        return await _still_active(pool, indexes, user_id, found, budget)
     return await _in_database(pool, budget, lambda conn: search.search(
         conn, user_id=user_id, model=embedder.model, embedding=vector, text=query, **options))
+
+
+async def _still_active(pool: psycopg_pool.AsyncConnectionPool, indexes: Indexes, user_id: str,
+                        found: search.Found, budget_s: float) -> search.Found:
+    """`found` in the index without what PostgreSQL no longer has active with that text. The index hears of
+    a change by notification, which may reach this process after a turn that begins once another replica
+    (or this one) answered an erase or a delete: the check makes "gone once answered" hold across processes
+    (benchmarks/cluster), for one primary-key read of the turn's few candidates."""
+    ids = found.ids()
+    if not ids:
+        return found
+    current = await _in_database(pool, budget_s, lambda conn: search.active_texts(conn, user_id, ids))
+    if all(current.get(m.id) == m.content for m in found.memories()):
+        return found
+    INDEX_STALE.inc()
+    indexes.changed(snapshot.user_key(user_id))  # as the notification on its way will: read again
+    return found.keeping(current)
 
 
 def _ranked(found: search.Found, settings: RetrievalSettings) -> list[Memory]:

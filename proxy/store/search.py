@@ -25,8 +25,8 @@ N is the user's active memories, dl a memory's word count (its tsvector's length
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -149,6 +149,21 @@ class Found:
     hits: list[SearchHit] = field(default_factory=list)  # search candidates, best fused rank first
     late_weight: float = 0.0  # the late-interaction arm's weight in `fused`, when it ran (memory/late.py)
 
+    def memories(self) -> list[Memory]:
+        return [*self.always_on, *self.recent, *(h.memory for h in self.hits)]
+
+    def ids(self) -> set[str]:
+        return {m.id for m in self.memories()}
+
+    def keeping(self, current: Mapping[str, str]) -> Found:
+        """Only the memories whose id maps to their own text in `current` (active_texts), each hit's
+        similarities kept for the hits that stay."""
+        keep = [i for i, h in enumerate(self.hits) if current.get(h.memory.id) == h.memory.content]
+        hits = [replace(self.hits[i], similar=tuple(self.hits[i].similar[j] for j in keep))
+                if len(self.hits[i].similar) == len(self.hits) else self.hits[i] for i in keep]
+        return Found([m for m in self.always_on if current.get(m.id) == m.content],
+                     [m for m in self.recent if current.get(m.id) == m.content], hits, self.late_weight)
+
 
 def as_vector(values: Sequence[float]) -> np.ndarray:
     return np.asarray(values, dtype=np.float32)
@@ -205,6 +220,17 @@ async def search(
         else:
             (found.always_on if kind == "always" else found.recent).append(memory(rest))
     return found
+
+
+_ACTIVE_TEXTS = ("SELECT v.id, v.content FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id"
+                 " WHERE uv.user_id = %s AND uv.vector_id = ANY(%s) AND uv.superseded_at IS NULL")
+
+
+async def active_texts(conn: AsyncConnection[Any], user_id: str, ids: Collection[str]) -> dict[str, str]:
+    """Which of `ids` are still active memories of the user, with their text now (one round trip)."""
+    async with in_user_scope(conn, user_id):
+        cur = await conn.execute(_ACTIVE_TEXTS, [user_id, list(ids)])
+    return {vector_id: content for vector_id, content in await cur.fetchall()}
 
 
 async def neighbours(conn: AsyncConnection[Any], *, user_id: str, model: str, embedding: Sequence[float],
