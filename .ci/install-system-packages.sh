@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # System packages CI needs beyond Python: `prometheus` (tests/test_dashboard.py runs every Grafana panel's
 # query against a real Prometheus), Debian's `chromium` with its driver (tests/test_browser.py drives
-# the memory browser page) and `pgbouncer` (tests/test_database.py: the pool behind PgBouncer 1.18 in
-# transaction mode). Debian/Ubuntu, as root (or with sudo). Idempotent and fast when
+# the memory browser page), `pgbouncer` (tests/test_database.py: the pool behind PgBouncer 1.18 in
+# transaction mode; tests/test_cluster.py) and `nginx` (the load balancer of `python -m benchmarks.cluster`).
+# Debian/Ubuntu, as root (or with sudo). Idempotent and fast when
 # everything is already there: apt is only touched for what is missing.
 set -euo pipefail
-export PATH="$PATH:/usr/sbin"  # pgbouncer lives there; not on a non-root PATH
+export PATH="$PATH:/usr/sbin"  # pgbouncer and nginx live there; not on a non-root PATH
 
-PACKAGES=(prometheus chromium chromium-driver pgbouncer)
-COMMANDS=(prometheus chromium chromedriver pgbouncer)  # one command per package, to tell whether it is installed
+PACKAGES=(prometheus chromium chromium-driver pgbouncer nginx)
+COMMANDS=(prometheus chromium chromedriver pgbouncer nginx)  # one command per package, to tell whether it is installed
 
 missing=()
 for i in "${!PACKAGES[@]}"; do
@@ -26,10 +27,11 @@ echo "install-system-packages: installing ${missing[*]}"
 $SUDO apt-get update -qq
 # --no-install-recommends: the tests need the binaries only, not exporters, web assets or extra fonts.
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-# The Debian package enables a prometheus service listening on :9090; the tests start their own, on a
-# free port. Stop the packaged one where a service manager runs (harmless where none does, e.g. containers).
+# The Debian packages enable services (prometheus on :9090, nginx on :80); the tests and benchmarks start
+# their own, on free ports. Stop the packaged ones where a service manager runs (harmless where none does,
+# e.g. containers).
 if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
-  $SUDO systemctl disable --now prometheus pgbouncer >/dev/null 2>&1 || true
+  $SUDO systemctl disable --now prometheus pgbouncer nginx >/dev/null 2>&1 || true
 fi
 for cmd in "${COMMANDS[@]}"; do
   command -v "$cmd" >/dev/null || { echo "install-system-packages: $cmd still missing" >&2; exit 1; }

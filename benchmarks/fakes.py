@@ -18,6 +18,12 @@ Endpoints:
   plus a little dense noise seeded by the text: real embeddings are dense, and a sparse vector is
   compressed by PostgreSQL, so every distance to it would pay a decompression no real model causes.
 - ``GET /v1/models``: one model, ``fake-model``.
+- ``GET /seen?probe=ID`` (benchmarks.cluster): a chat request whose body carries ``"probe": "ID"`` (an
+  unknown field, which the proxy forwards) is recorded with the markers (``MARKER``: ``mk`` and ten
+  lowercase letters) its system messages held, i.e. which memories were injected into it; answers
+  ``{"probe": ID, "markers": [...]}``, or 404 when no request carried that probe. ``POST /seen`` with
+  ``{"probes": [...]}`` answers ``{"seen": {ID: [...] or null}}`` for many at once. Requests without a
+  probe are not recorded.
 
 ``start_fake(port, ...)`` starts it in a subprocess (optionally pinned with ``taskset``) and returns
 once it answers; ``stop_process`` ends it.
@@ -42,6 +48,8 @@ import numpy as np
 WORDS = ["Hello", " there", ",", " this", " is", " a", " fake", " streamed", " reply", " from", " the",
          " upstream", "."]
 _TOKEN = re.compile(r"\w+")
+MARKER = re.compile(r"\bmk[a-z]{10}\b")  # a memory's unique tag (benchmarks.cluster), seen in system prompts
+SEEN_MAX = 500_000  # probes remembered for GET /seen (the oldest are forgotten first)
 
 
 DENSE_NOISE = 0.1  # norm of the dense part (the relay benchmark's relevant memories stay above 0.8)
@@ -103,6 +111,7 @@ class FakeUpstream:
         self.models_body = json.dumps(
             {"object": "list", "data": [{"id": "fake-model", "object": "model", "created": 0,
                                          "owned_by": "fake"}]}).encode()
+        self.seen: dict[str, list[str]] = {}  # probe id → markers in its system messages (GET /seen)
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "lifespan":
@@ -114,6 +123,8 @@ class FakeUpstream:
             return await reply(send, 200, self.models_body)
         if method == "GET" and path in ("/", "/healthz"):
             return await reply(send, 200, b'{"status":"ok"}')
+        if method == "GET" and path == "/seen":
+            return await self.seen_reply(send, scope.get("query_string", b"").decode())
         if method != "POST":
             return await reply(send, 404, error_body("not found"))
         raw = await read_body(receive)
@@ -125,13 +136,34 @@ class FakeUpstream:
             return await self.chat(send, body)
         if path in ("/v1/embeddings", "/embeddings"):
             return await self.embeddings(send, body)
+        if path == "/seen":
+            probes = body.get("probes") or []
+            return await reply(send, 200, json.dumps({"seen": {p: self.seen.get(p) for p in probes}}).encode())
         return await reply(send, 404, error_body("not found"))
+
+    def record(self, body: dict) -> None:
+        """Remember which markers the system messages of a probed request held (GET /seen)."""
+        probe = body.get("probe")
+        if not isinstance(probe, str):
+            return
+        system = " ".join(str(m.get("content")) for m in body.get("messages") or ()
+                          if isinstance(m, dict) and m.get("role") == "system")
+        self.seen[probe] = MARKER.findall(system)
+        if len(self.seen) > SEEN_MAX:
+            del self.seen[next(iter(self.seen))]
+
+    async def seen_reply(self, send, query: str) -> None:
+        probe = dict(part.partition("=")[::2] for part in query.split("&")).get("probe", "")
+        if probe not in self.seen:
+            return await reply(send, 404, error_body(f"no request carried probe {probe!r}"))
+        await reply(send, 200, json.dumps({"probe": probe, "markers": self.seen[probe]}).encode())
 
     async def chat(self, send, body: dict) -> None:
         model = body.get("model") or "fake-model"
         created = int(time.time())
         cid = f"chatcmpl-fake{time.monotonic_ns()}"
         words = [WORDS[i % len(WORDS)] for i in range(self.chunks)]
+        self.record(body)
         usage = {"prompt_tokens": 10, "completion_tokens": len(words), "total_tokens": 10 + len(words)}
         if not body.get("stream"):
             extracted = memory_llm_answer(body)
