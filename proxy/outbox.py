@@ -6,7 +6,8 @@ down, slow or not migrated yet, the job is held instead of being lost: kept in o
 spooled as one small file in `<data dir>/outbox/` (written and fsynced before the request ends), so
 that it survives a restart of the proxy too. A background loop writes the held jobs in arrival order as
 soon as the database answers again (retrying every `RETRY_S`), deleting each spool file once its job is
-in the database. A new start takes over the spool files a previous run left.
+in the database. A new start takes over the spool files a previous run left. Each job carries the id
+of its turn, so a write that committed but whose answer was lost is not made twice (db/migrations/0010).
 
 A job the database refuses for what it is, not for being down (a value PostgreSQL cannot store, such
 as NUL in a user id), is set aside: moved to `<data dir>/outbox/rejected/`, logged and counted
@@ -26,7 +27,7 @@ import os
 import time
 import uuid
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
 from pathlib import Path
@@ -52,14 +53,16 @@ class PendingJob:
     user_id: str
     said_at: datetime
     payload: dict[str, Any]
+    turn_id: str | None = field(default_factory=lambda: str(uuid.uuid4()))  # written once, however often sent
 
     def to_json(self) -> str:
-        return json.dumps({"user_id": self.user_id, "said_at": self.said_at.isoformat(), "payload": self.payload})
+        return json.dumps({"user_id": self.user_id, "said_at": self.said_at.isoformat(), "payload": self.payload,
+                           "turn_id": self.turn_id})
 
     @classmethod
     def from_json(cls, text: str) -> PendingJob:
         data = json.loads(text)
-        return cls(data["user_id"], datetime.fromisoformat(data["said_at"]), data["payload"])
+        return cls(data["user_id"], datetime.fromisoformat(data["said_at"]), data["payload"], data.get("turn_id"))
 
 
 class Written(Enum):
@@ -231,7 +234,8 @@ class Outbox:
         with anyio.move_on_after(WRITE_TIMEOUT_S, shield=True) as scope:
             try:
                 async with self.pool.connection() as conn:
-                    await jobs.enqueue_many(conn, [(job.user_id, job.payload, job.said_at) for job in batch])
+                    written = await jobs.enqueue_many(
+                        conn, [(job.user_id, job.payload, job.said_at, job.turn_id) for job in batch])
             except _REFUSED as exc:
                 log.warning("job_write_refused", error=f"{type(exc).__name__}: {exc}"[:300])
                 return Written.REFUSED
@@ -244,5 +248,7 @@ class Outbox:
         if scope.cancelled_caught:
             log.warning("job_write_failed", error=f"timed out after {WRITE_TIMEOUT_S}s", held=len(self._held))
             return Written.UNAVAILABLE
-        JOB_EVENTS.labels("enqueued").inc(len(batch))
+        JOB_EVENTS.labels("enqueued").inc(len(written))
+        if len(written) < len(batch):  # an earlier write committed but its answer was lost
+            log.info("job_already_written", jobs=len(batch) - len(written))
         return Written.OK

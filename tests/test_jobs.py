@@ -14,7 +14,7 @@ FLOOD = "flooding-user"
 
 
 async def queue(db: Any, user: str, n: int) -> list[int]:
-    return await jobs.enqueue_many(db, [(user, {"user_message": f"turn {i}"}, datetime.now(UTC)) for i in range(n)])
+    return await jobs.enqueue_many(db, [(user, {"user_message": f"turn {i}"}, datetime.now(UTC), None) for i in range(n)])
 
 
 async def test_one_users_flood_takes_one_slot_and_the_others_go_beside_it(db: Any) -> None:

@@ -9,9 +9,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from proxy.outbox import Outbox, PendingJob
+from proxy.store import jobs
 from proxy.store.database import make_pool
 from tests.conftest import USER_A, USER_B, metric
 
@@ -151,3 +153,26 @@ async def test_spooled_chat_text_is_readable_by_the_proxy_s_user_only(tmp_path: 
     assert len(files) == 2
     assert {oct(f.stat().st_mode & 0o777) for f in files} == {"0o600"}
     assert {oct(d.stat().st_mode & 0o777) for d in (spool, spool / "rejected")} == {"0o700"}
+
+
+async def test_a_write_that_committed_but_lost_its_answer_is_not_written_twice(
+        database_url: str, tmp_path: Path, ready: asyncio.Event, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PostgreSQL (or PgBouncer) restarting just after a commit: the job is in the database but the proxy
+    sees an error, holds the job and writes it again later. The turn must still be one job."""
+    real = jobs.enqueue_many
+
+    async def commits_then_fails(conn: Any, batch: Any) -> list[int]:
+        await real(conn, batch)
+        raise psycopg.OperationalError("server closed the connection unexpectedly")
+
+    async with make_pool(database_url, 2) as pool:
+        outbox = Outbox(pool, ready, tmp_path)
+        monkeypatch.setattr(jobs, "enqueue_many", commits_then_fails)
+        await outbox.put(job(USER_A, "I live in Lyon."))
+        assert len(outbox) == 1  # held: the proxy could not know it was written
+        monkeypatch.setattr(jobs, "enqueue_many", real)
+        restarted = Outbox(pool, ready, tmp_path)  # the proxy restarts: its spool is taken over and written
+        assert len(restarted) == 1
+        await restarted.flush()
+        assert len(restarted) == 0 and not list(tmp_path.glob("*.json"))
+    assert await job_rows(database_url) == [(USER_A, "I live in Lyon.")]

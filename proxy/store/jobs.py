@@ -36,21 +36,24 @@ class Job:
 
 
 async def enqueue(conn: AsyncConnection[Any], *, user_id: str, payload: dict[str, Any], said_at: datetime) -> int:
-    return (await enqueue_many(conn, [(user_id, payload, said_at)]))[0]
+    return (await enqueue_many(conn, [(user_id, payload, said_at, None)]))[0]
 
 
 async def enqueue_many(conn: AsyncConnection[Any],
-                       batch: Sequence[tuple[str, dict[str, Any], datetime]]) -> list[int]:
-    """Write (user_id, payload, said_at) jobs in one statement, announced once (PostgreSQL folds identical
-    notifications): several users' turns that ended together (outbox.py's group commit) in every user's
-    scope, one user's in theirs."""
-    users = {user_id for user_id, _, _ in batch}
+                       batch: Sequence[tuple[str, dict[str, Any], datetime, str | None]]) -> list[int]:
+    """Write (user_id, payload, said_at, turn_id) jobs in one statement, announced once (PostgreSQL folds
+    identical notifications): several users' turns that ended together (outbox.py's group commit) in every
+    user's scope, one user's in theirs. A job whose turn id is already written is not written again (its
+    first write committed but its answer was lost: db/migrations/0010); the ids of the jobs written."""
+    users = {user_id for user_id, _, _, _ in batch}
     async with in_user_scope(conn, users.pop()) if len(users) == 1 else in_all_users(conn):
         cur = await conn.execute(
-            "WITH job AS (INSERT INTO memory_jobs (user_id, payload, said_at)"
-            " SELECT * FROM unnest(%s::text[], %s::jsonb[], %s::timestamptz[]) RETURNING id)"
+            "WITH job AS (INSERT INTO memory_jobs (user_id, payload, said_at, turn_id)"
+            " SELECT * FROM unnest(%s::text[], %s::jsonb[], %s::timestamptz[], %s::uuid[])"
+            " ON CONFLICT (turn_id) DO NOTHING RETURNING id)"
             " SELECT id, pg_notify(%s, '') FROM job",
-            [[u for u, _, _ in batch], [Jsonb(p) for _, p, _ in batch], [t for _, _, t in batch], CHANNEL],
+            [[u for u, _, _, _ in batch], [Jsonb(p) for _, p, _, _ in batch], [t for _, _, t, _ in batch],
+             [turn for _, _, _, turn in batch], CHANNEL],
         )
     return [int(row[0]) for row in await cur.fetchall()]
 
