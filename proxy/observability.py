@@ -188,7 +188,27 @@ def configure_logging(level: str = "info", fmt: str = "json", *, user_ids: str =
         logger_factory=lambda *_: structlog.PrintLogger(sys.stderr),  # stderr as it is now, not at setup
         cache_logger_on_first_use=False,
     )
-    logging.basicConfig(level=max(level_no, logging.WARNING), stream=sys.stderr, format="%(name)s %(message)s")
+    # Libraries' own lines (psycopg's pool, uvicorn) in the same format: a collector reading JSON lines
+    # choked on psycopg's plain-text warnings when the database restarted (benchmarks.cluster).
+    handler = _Stderr()
+    handler.setFormatter(structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=[structlog.stdlib.add_logger_name, *processors],
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer]))
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if isinstance(h, _Stderr)]:
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(max(level_no, logging.WARNING))
+
+
+class _Stderr(logging.Handler):
+    """stdlib records to stderr as it is at each line (as structlog's logger above)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            sys.stderr.write(self.format(record) + "\n")
+        except Exception:  # noqa: BLE001 - logging must never raise into the caller
+            self.handleError(record)
 
 
 log = structlog.get_logger("memory_proxy")

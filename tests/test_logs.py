@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -135,6 +136,19 @@ def test_console_format_is_readable_and_json_format_is_json(capsys: pytest.Captu
     console, as_json = capsys.readouterr().err.splitlines()
     assert "hello_console" in console and "answer=42" in console and not console.startswith("{")
     assert json.loads(as_json)["event"] == "hello_json" and json.loads(as_json)["level"] == "info"
+
+
+def test_libraries_lines_are_json_lines_too(capsys: pytest.CaptureFixture[str]) -> None:
+    """psycopg's pool logs through stdlib logging when the database restarts: one JSON object per line too."""
+    try:
+        configure_logging("info", "json")
+        logging.getLogger("psycopg.pool").warning("error connecting in %r: %s", "memory-proxy", "refused")
+    finally:
+        structlog.reset_defaults()
+    (line,) = capsys.readouterr().err.splitlines()
+    record = json.loads(line)
+    assert record["event"] == "error connecting in 'memory-proxy': refused"
+    assert record["level"] == "warning" and record["logger"] == "psycopg.pool"
 
 
 def test_fact_text_can_be_kept_out_of_the_decision_logs(capsys: pytest.CaptureFixture[str]) -> None:

@@ -25,6 +25,7 @@ def _serve(settings: Settings, _: argparse.Namespace) -> int:
         app, host=settings.server.host, port=settings.server.port,
         http="httptools", loop="uvloop" if sys.platform != "win32" else "asyncio",
         log_level="warning", access_log=False, lifespan="on",
+        log_config=None,  # uvicorn's lines go through our handler (observability.configure_logging): JSON too
         timeout_graceful_shutdown=settings.server.shutdown_timeout,  # a stuck stream cannot hold the exit
     )
     return 0
