@@ -199,7 +199,10 @@ class PgBouncer:
             f"[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {self.port}\nunix_socket_dir =\n"
             f"auth_type = trust\nauth_file = {self.dir / 'users.txt'}\npool_mode = transaction\n"
             f"default_pool_size = {pool_size}\nmax_client_conn = 2000\nlogfile =\nlog_connections = 0\n"
-            "log_disconnections = 0\n")
+            "log_disconnections = 0\n"
+            # After a failed server login PgBouncer refuses every client for server_login_retry (15 s by
+            # default): with it, memory stayed off ~7 s after a PostgreSQL restart (docs/SCALING.md).
+            "server_login_retry = 1\n")
         for f in self.dir.iterdir():
             f.chmod(0o644)
         as_user = ["-u", RUN_AS] if RUN_AS else []
