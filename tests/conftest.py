@@ -14,6 +14,7 @@ import re
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -247,17 +248,25 @@ async def proxy(env: dict, app_factory: Any) -> Any:
 @pytest.fixture
 async def live_url(settings: Settings, app_factory: Callable[[Settings], Litestar]) -> AsyncIterator[str]:
     """The app served by a real uvicorn on a free loopback port, for streaming and disconnect tests."""
-    config = uvicorn.Config(app_factory(settings), host="127.0.0.1", port=0, log_level="warning",
-                            lifespan="on", loop="asyncio")
+    async with served(app_factory(settings)) as url:
+        yield url
+
+
+@asynccontextmanager
+async def served(app: Litestar) -> AsyncIterator[str]:
+    """`app` served by a real uvicorn on a free loopback port, while the block runs: its base URL."""
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on", loop="asyncio")
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
     async with asyncio.timeout(20):
         while not server.started:
             await asyncio.sleep(0.01)
     port = server.servers[0].sockets[0].getsockname()[1]
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    await asyncio.wait_for(task, 20)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, 20)
 
 
 async def add_memory(conn: psycopg.AsyncConnection[Any], user_id: str, content: str,

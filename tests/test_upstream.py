@@ -22,8 +22,9 @@ import httpx
 import pytest
 from litestar.testing import AsyncTestClient
 
-from proxy.settings import load_settings
-from tests.conftest import CHAT, PROXY_KEY, free_port, make_env
+from proxy.settings import Settings, load_settings
+from proxy.upstream import Clients
+from tests.conftest import CHAT, PROXY_KEY, free_port, make_env, served
 
 AUTH = {"authorization": f"Bearer {PROXY_KEY}"}
 FIRST_BYTE_TIMEOUT = 0.5
@@ -203,6 +204,27 @@ async def test_connection_refused_is_502(env: dict[str, str], app_factory: Any) 
                          await client.get("/v1/models", headers=AUTH)):
             assert response.status_code == 502
             assert error_of(response)["code"] == "upstream_unavailable"
+
+
+def test_clients_are_filled_in_order_and_the_least_busy_takes_the_overflow() -> None:
+    """A quiet proxy stays on the first client's warm connections; a busy one keeps each pool small."""
+    pick = Clients([httpx.AsyncClient() for _ in range(3)], per_client=2)
+    assert [pick.take() for _ in range(7)] == [0, 0, 1, 1, 2, 2, 0]
+    pick.release(1)
+    pick.release(1)
+    assert pick.take() == 1 and pick.busy == [3, 1, 2]
+
+
+@pytest.mark.parametrize("script", ["hello", "silent", "drop", "stall"])
+@pytest.mark.parametrize("stream", [False, True])
+async def test_every_request_gives_its_client_back(settings: Settings, app_factory: Any, script: str,
+                                                   stream: bool) -> None:
+    """Answered, timed out before the first byte, dropped or stalled mid-reply: the client is free again."""
+    app = app_factory(settings)
+    async with served(app) as url, httpx.AsyncClient(base_url=url, headers=AUTH, timeout=10) as client:
+        response = await client.post(CHAT, json=ask(script, stream))
+        assert response.status_code == (504 if script == "silent" else 200)  # the others fail mid-reply, if at all
+        assert app.state.services.upstream.pick.busy == [0]
 
 
 @pytest.fixture
