@@ -176,3 +176,19 @@ async def test_a_write_that_committed_but_lost_its_answer_is_not_written_twice(
         await restarted.flush()
         assert len(restarted) == 0 and not list(tmp_path.glob("*.json"))
     assert await job_rows(database_url) == [(USER_A, "I live in Lyon.")]
+
+
+async def test_held_jobs_are_written_in_batches_in_order_and_a_refused_one_is_set_aside(
+        database_url: str, tmp_path: Path, ready: asyncio.Event, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("proxy.outbox.FLUSH_BATCH", 3)
+    rejected = metric("memory_proxy_jobs_total", event="rejected")
+    async with make_pool(database_url, 2) as pool:
+        outbox = Outbox(pool, ready, tmp_path)
+        for i in range(7):
+            await outbox.put(job("bad\x00user" if i == 4 else USER_A, f"turn {i}"), hold=True)
+        assert len(outbox) == 7
+        await outbox.flush()
+        assert len(outbox) == 0 and not list(tmp_path.glob("*.json"))
+        assert len(list((tmp_path / "rejected").glob("*.json"))) == 1
+    assert await job_rows(database_url) == [(USER_A, f"turn {i}") for i in (0, 1, 2, 3, 5, 6)]
+    assert metric("memory_proxy_jobs_total", event="rejected") == rejected + 1
