@@ -142,7 +142,7 @@ async def open_services(settings: Settings, http_client: httpx.AsyncClient | Non
             outbox = Outbox(pool, ready, settings.server.data_dir / "outbox",
                             rejected_days=settings.maintenance.dead_job_days)
             stop_outbox = asyncio.Event()
-            embedder = build_embedder(settings.embedding, clients[0], upstream.pick)
+            embedder = build_embedder(settings.embedding, upstream.pick)
             tokenize = (embedder.tokens_sync  # late interaction (memory/late.py): the local model's word states
                         if isinstance(embedder, WordsEmbedder) and settings.retrieval.ranking.late_weight > 0 else None)
             services = Services(settings=settings, pool=pool, upstream=upstream, embedder=embedder,

@@ -16,7 +16,8 @@ reached the client yet, and the upstream never saw the request.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping
+from contextlib import contextmanager
 from functools import partial
 
 import anyio
@@ -71,6 +72,15 @@ class Clients:
 
     def release(self, index: int) -> None:
         self.busy[index] -= 1
+
+    @contextmanager
+    def one(self) -> Iterator[httpx.AsyncClient]:
+        """A client for one request that ends with the block (a streamed reply: take and release)."""
+        index = self.take()
+        try:
+            yield self.clients[index]
+        finally:
+            self.release(index)
 
 
 class Upstream:

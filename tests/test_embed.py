@@ -14,6 +14,7 @@ import respx
 from proxy.errors import MemoryUnavailable
 from proxy.memory.embed import HttpEmbedder
 from proxy.settings import EmbeddingSettings, load_settings
+from proxy.upstream import Clients
 
 URL = "http://embed.test/v1"
 VECTOR = [0.25, -1.5, 3.0, 0.1]
@@ -34,7 +35,7 @@ async def test_a_vector_arrives_as_base64_or_as_numbers(wire: str) -> None:
     with respx.mock() as router:
         route = router.post(f"{URL}/embeddings").mock(answer(as_base64 if wire == "base64" else VECTOR))
         async with httpx.AsyncClient() as client:
-            vectors = await HttpEmbedder(settings(), client).embed(["hello"])
+            vectors = await HttpEmbedder(settings(), Clients([client])).embed(["hello"])
     assert json.loads(route.calls[0].request.content)["encoding_format"] == "base64"
     assert vectors == [pytest.approx(VECTOR, abs=1e-6)]
 
@@ -45,4 +46,4 @@ async def test_a_malformed_vector_is_an_embedder_failure(bad: str) -> None:
         router.post(f"{URL}/embeddings").mock(answer(bad))
         async with httpx.AsyncClient() as client:
             with pytest.raises(MemoryUnavailable):
-                await HttpEmbedder(settings(), client).embed(["hello"])
+                await HttpEmbedder(settings(), Clients([client])).embed(["hello"])

@@ -15,6 +15,7 @@ from proxy.errors import MemoryUnavailable
 from proxy.memory.embed import build_embedder
 from proxy.memory.local_embed import DIMENSIONS, MODEL_NAME, LocalEmbedder
 from proxy.settings import load_settings
+from proxy.upstream import Clients
 from tests.conftest import FIXTURES
 
 
@@ -88,7 +89,7 @@ async def test_missing_model_file_is_memory_unavailable(tmp_path: Path) -> None:
 async def test_build_embedder_picks_local_for_provider_local() -> None:
     settings = load_settings({"EMBEDDING_PROVIDER": "local"})
     async with httpx.AsyncClient() as client:
-        embedder = build_embedder(settings.embedding, client)
+        embedder = build_embedder(settings.embedding, Clients([client]))
     assert isinstance(embedder, LocalEmbedder)
     assert embedder.model == MODEL_NAME == settings.embedding.model
 

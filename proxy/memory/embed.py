@@ -16,17 +16,15 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import httpx
 import numpy as np
 
 from ..errors import MemoryUnavailable
 from ..settings import EmbeddingSettings
+from ..upstream import Clients
 from .late import Tokens
-
-if TYPE_CHECKING:
-    from ..upstream import Clients
 
 
 class Embedder(Protocol):
@@ -48,10 +46,8 @@ class WordsEmbedder(Embedder, Protocol):
 
 
 class HttpEmbedder:
-    def __init__(self, settings: EmbeddingSettings, http_client: httpx.AsyncClient,
-                 clients: Clients | None = None) -> None:
+    def __init__(self, settings: EmbeddingSettings, clients: Clients) -> None:
         self.model = settings.model
-        self._client = http_client
         # The upstream's clients, shared by load (upstream.py): httpcore's per-request scan of a pool grows with the
         # connections one client holds, and every turn's embedding call on one client made it grow with concurrency.
         self._clients = clients
@@ -60,15 +56,9 @@ class HttpEmbedder:
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
         try:
-            body = {"model": self.model, "input": texts, "encoding_format": "base64"}
-            if self._clients is None:
-                response = await self._client.post(self._url, headers=self._headers, json=body)
-            else:
-                index = self._clients.take()
-                try:
-                    response = await self._clients.clients[index].post(self._url, headers=self._headers, json=body)
-                finally:
-                    self._clients.release(index)
+            with self._clients.one() as client:
+                response = await client.post(self._url, headers=self._headers,
+                                             json={"model": self.model, "input": texts, "encoding_format": "base64"})
             response.raise_for_status()
             data = json.loads(response.content)["data"]
             vectors = [_floats(item["embedding"]) for item in sorted(data, key=lambda item: item["index"])]
@@ -91,13 +81,12 @@ def _floats(embedding: str | list[float]) -> list[float]:
     return embedding
 
 
-def build_embedder(settings: EmbeddingSettings, http_client: httpx.AsyncClient,
-                   clients: Clients | None = None) -> Embedder:
+def build_embedder(settings: EmbeddingSettings, clients: Clients) -> Embedder:
     if settings.provider == "local":
         from .local_embed import LocalEmbedder  # lazily: only `local` needs onnxruntime
 
         return LocalEmbedder(settings.model)
-    return HttpEmbedder(settings, http_client, clients)
+    return HttpEmbedder(settings, clients)
 
 
 async def embed_one(embedder: Embedder, text: str) -> list[float]:
