@@ -1,4 +1,4 @@
-"""Credential redaction (proxy/redact.py) against the corpus in fixtures/secrets.json."""
+"""Credential redaction (proxy/redact/) against the corpus in fixtures/secrets.json."""
 
 from __future__ import annotations
 
@@ -131,7 +131,7 @@ def test_adversarial_input_stays_fast(text: str) -> None:
 
 
 # A password stated in a language our patterns have no grammar for: the word from Django's translations, then
-# the first password-like token of the sentence (proxy/password_words.json).
+# the first password-like token of the sentence (proxy/redact/password_words.json).
 STATED = [("sv", "lösenordet till routern är Sommar2024 sa han", "Sommar2024"),
           ("ru", "Мой пароль от почты: Qwerty-42.", "Qwerty-42"),
           ("uk", "мій пароль — Kyiv_1991", "Kyiv_1991"),

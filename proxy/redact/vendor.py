@@ -1,0 +1,153 @@
+"""Credentials by their vendor's format, by our own patterns and detect-secrets' plugins: what the maintained
+rule sets (proxy/leaks.py, proxy/kingfisher.py) miss or match too narrowly in chat text.
+
+Library: Yelp's detect-secrets (pure Python, offline, maintained). Only its `analyze_string` is used, so
+nothing is ever verified over the network.
+
+Decisions:
+- Connection strings (any `scheme://user:password@host`): only the password goes; scheme, user, host, port
+  and path stay ("postgres://app:[REDACTED: connection_string]@db:5432/app" is still a useful fact).
+- Private keys: a PEM key's whole BEGIN…END block, or everything after BEGIN if END is missing; a PuTTY .ppk
+  from its header to Private-MAC (or to the end), if it has Private-Lines. Public keys and certificates stay.
+- AWS secret access keys (40 characters) go when "aws … secret" or an access key id (AKIA…, ASIA…) comes just
+  before them and they look random (mixed case), so a commit hash after a key id stays.
+- Bare 32-character keys (Mistral's format, the default provider): exactly 32 ASCII letters and digits, mixed
+  case, broken up by capitals and digits as no identifier is ("getUserAccountSettings2FAEnabled" stays), and
+  not base64 of plain text. Hex digests have one case and stay. About 1 random key in 5,000 looks too tame and
+  is missed, unless a key word introduces it.
+- Other bare hex/base64 strings (git commit hashes short or long, UUIDs, checksums) stay: a value is redacted
+  only when its format is a known credential or a key/token/secret/password word introduces it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from detect_secrets.plugins.aws import AWSKeyDetector
+from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
+from detect_secrets.plugins.base import RegexBasedDetector
+from detect_secrets.plugins.discord import DiscordBotTokenDetector
+from detect_secrets.plugins.github_token import GitHubTokenDetector
+from detect_secrets.plugins.gitlab_token import GitLabTokenDetector
+from detect_secrets.plugins.jwt import JwtTokenDetector
+from detect_secrets.plugins.mailchimp import MailchimpDetector
+from detect_secrets.plugins.npm import NpmDetector
+from detect_secrets.plugins.openai import OpenAIDetector
+from detect_secrets.plugins.pypi_token import PypiTokenDetector
+from detect_secrets.plugins.sendgrid import SendGridDetector
+from detect_secrets.plugins.slack import SlackDetector
+from detect_secrets.plugins.square_oauth import SquareOAuthDetector
+from detect_secrets.plugins.stripe import StripeDetector
+from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
+from detect_secrets.plugins.twilio import TwilioKeyDetector
+
+from .rule import NOT_REDACTED, QUOTED, TARGET, Rule, Span, Triggers, looks_random, random_key, utf8
+
+_VENDOR_PREFIXES = ("hf_", "api_org_", "gsk_", "r8_", "npm_", "dop_v1_", "shp", "glc_", "xai-", "pplx-",
+                    "gocspx-")
+
+# Bare keys are first looked for as runs in the text's translated bytes: ~10× cheaper than a regex scan of
+# the text, which then runs only where one may be.
+_ALNUM = bytes(97 if chr(b).isascii() and chr(b).isalnum() else 32 for b in range(256))  # "a" and " "
+_KEY_RUN = b" " + b"a" * 32 + b" "  # exactly 32 letters and digits
+_BARE_KEY = re.compile(r"(?<![\w+/.-])[A-Za-z0-9]{32}(?![\w+/=]|[.-]\w)")
+
+# Patterns begin with a literal or a small character class and check word boundaries only after it
+# (a lookbehind): that lets the regex engine skip ahead, which is most of the speed.
+RULES = [
+    Rule("private_key", ("private key",), re.compile(
+        r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
+        r"(?:.*?-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|.*)", re.DOTALL)),
+    Rule("private_key", ("putty-user-key-file-",), re.compile(  # .ppk: header to Private-MAC, or to the end
+        r"PuTTY-User-Key-File-\d+:(?=.*?Private-Lines:)"
+        r"(?:.*?Private-(?:MAC|Hash):[ \t]*[0-9a-fA-F]*|.*)", re.DOTALL)),
+    Rule("connection_string", ("://",), re.compile(  # scheme://user:PASSWORD@host — only the password goes
+        r"://[^\s:/@\[\]]*:(?P<v>(?!\[REDACTED)\S{1,256})@[^\s@/:?#]+"), "v"),
+    Rule("jwt", ("eyj",), re.compile(r"eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]+")),
+    Rule("aws_key", ("akia", "asia", "abia", "acca", "a3t"),
+          re.compile(r"(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}\b")),
+    Rule("aws_key", ("aws", "AKIA", "ASIA"), re.compile(  # secret access key: after "aws … secret", a key id
+        r"[wWKS](?:(?i:(?<=aw)s)[\w\s'-]{0,30}?(?i:secret)|(?<=A[KS])IA[A-Z0-9]{16})[\w\s'\",;:=/-]{0,40}?"
+        r"(?<![A-Za-z0-9+])(?P<v>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"), "v", check=random_key),
+    Rule("github_token", ("gh", "github_pat_"),
+          re.compile(r"(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b")),
+    Rule("slack_token", ("xox",), re.compile(r"xox[abposre]-[A-Za-z0-9-]{10,}")),
+    Rule("api_key", ("sk-",), re.compile(r"sk-(?<![\w-]sk-)[A-Za-z0-9_-]{20,}")),  # OpenAI, Anthropic
+    Rule("api_key", ("aiza",), re.compile(r"AIza[0-9A-Za-z_-]{35,}")),  # Google
+    Rule("api_key", ("k_live_", "k_test_", "whsec_"),  # Stripe
+          re.compile(r"(?:[rs]k_(?:live|test)|whsec)_[0-9A-Za-z]{24,}\b")),
+    # By prefix (detect-secrets 1.5 has no plugin for these): Hugging Face, Groq, Replicate, npm,
+    # DigitalOcean, Shopify, Grafana, xAI, Perplexity, Google OAuth client secrets.
+    Rule("api_key", ("_", "xai-", "pplx-", "gocspx-"), re.compile(
+        r"(?<![\w-])(?:hf_[A-Za-z0-9]{30,}|api_org_[A-Za-z0-9]{30,}|gsk_[A-Za-z0-9]{48,}|r8_[A-Za-z0-9]{30,}"
+        r"|npm_[A-Za-z0-9]{36,}|dop_v1_[a-f0-9]{64}|shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}"
+        r"|glc_[A-Za-z0-9+/]{32,}=*|xai-[A-Za-z0-9]{60,}|pplx-[A-Za-z0-9]{40,}|GOCSPX-[A-Za-z0-9_-]{24,})"
+        r"(?![\w-])"),
+          gate=lambda low: any(prefix in low for prefix in _VENDOR_PREFIXES)),
+    Rule("bearer_token", ("bearer",),
+          re.compile(r"[bB](?i:earer)(?:\s+token)?(?:\s*:)?\s+(?P<v>[A-Za-z0-9._~+/-]{16,}=*)"), "v"),
+]
+
+# Generic: a random-looking value after key/token/secret/credentials (not ":secret:" in an AWS ARN).
+# It runs after the library, so a specific kind wins an exact tie.
+GENERIC = Rule("secret", ("key", "token", "secret", "credential"), re.compile(
+    r"[kKcC](?i:(?<=k)(?<!:k)ey|(?<=tok)(?<!:tok)en|(?<=sec)(?<!:sec)ret|(?<=c)(?<!:c)redentials?)\b"
+    + TARGET    + r"(?:\s*(?::=|[:=])\s*|\s+(?:is|was)\s+)" + NOT_REDACTED
+    + r"(?:" + QUOTED + r"|(?P<v>[^\s\"'`,;&()<>\[\]{}]*[^\s\"'`,;&()<>\[\]{}.:!?]))"), check=looks_random)
+
+# detect-secrets plugins (with their triggers) for formats not above; the overlapping ones are a second net.
+# Left out on purpose: IP addresses, keyword and high-entropy plugins (code-oriented, flag commit hashes).
+_LIBRARY: list[tuple[str, tuple[str, ...], RegexBasedDetector]] = [
+    (kind, triggers, plugin()) for kind, triggers, plugin in [
+        ("aws_key", ("akia", "asia", "abia", "acca", "a3t", "aws"), AWSKeyDetector),
+        ("github_token", ("gh",), GitHubTokenDetector),
+        ("gitlab_token", ("gl", "gr1348941"), GitLabTokenDetector),
+        ("slack_token", ("xox", "hooks.slack.com"), SlackDetector),
+        ("jwt", ("eyj",), JwtTokenDetector),
+        ("api_key", ("sk-",), OpenAIDetector),
+        ("api_key", ("k_live_",), StripeDetector),
+        ("api_key", ("sg.",), SendGridDetector),
+        ("api_key", ("AC", "SK"), TwilioKeyDetector),
+        ("api_key", ("-us",), MailchimpDetector),
+        ("api_key", ("sq0csp-",), SquareOAuthDetector),
+        ("api_key", ("pypi-",), PypiTokenDetector),
+        ("api_key", ("_authtoken",), NpmDetector),
+        ("api_key", ("accountkey=",), AzureStorageKeyDetector),
+        ("discord_token", (".",), DiscordBotTokenDetector),
+        ("telegram_token", (":AA",), TelegramBotTokenDetector),  # bot tokens are <id>:AA…
+    ]
+]
+
+
+_TOKEN_END = re.compile(r"[\w+/=~-]*(?:\.[\w+/=~-]+)*")  # always matches; a final "." is punctuation
+
+
+def library(text: str, triggers: Triggers) -> Iterator[Span]:
+    """detect-secrets' findings. A hit is a regex's capture group when it has one: the delimiters around a
+    value for some plugins, only the prefix ("glpat") for others. So strip the first and extend to the token's
+    end."""
+    for kind, words, plugin in _LIBRARY:
+        if not triggers.any(words):
+            continue
+        for found in set(plugin.analyze_string(text)):
+            value = found.strip(" \t\r\n\"'=:")
+            start = text.find(value)
+            while value and start >= 0:
+                tail = _TOKEN_END.match(text, start + len(value))
+                end = tail.end() if tail else start + len(value)
+                yield start, end, kind
+                start = text.find(value, end)
+
+
+def bare_keys(text: str) -> Iterator[Span]:
+    """Bare 32-character keys (Mistral's format, the default provider): random-looking, no name or hash."""
+    raw = utf8(text)
+    runs = b" " + raw.translate(_ALNUM) + b" "
+    at = runs.find(_KEY_RUN)  # the padding makes `at` the run's offset in raw
+    while at >= 0:
+        start = len(raw[:at].decode(errors="surrogatepass"))
+        if _BARE_KEY.match(text, start) and random_key(text[start:start + 32]):
+            yield start, start + 32, "api_key"
+        at = runs.find(_KEY_RUN, at + 33)
+
