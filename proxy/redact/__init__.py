@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from .. import kingfisher
 from ..leaks import leaked, occurrences
 from ..observability import REDACTIONS
 from . import passwords, vendor
@@ -62,6 +63,7 @@ def _spans(text: str) -> Iterator[Span]:
     yield from stated(text, triggers.low)
     yield from vendor.library(text, triggers)
     yield from triggers.run([vendor.GENERIC])  # after the rest, so that a specific kind wins an exact tie
+    yield from kingfisher.found(text)
 
 
 _GENERIC_KINDS = ("api_key", "secret")
