@@ -33,7 +33,8 @@ from .. import kingfisher
 from ..leaks import leaked, occurrences
 from ..observability import REDACTIONS
 from . import passwords, vendor
-from .checksummed import bank_accounts, cards, seed_phrases
+from .checksummed import bank_accounts, cards, national_ids, recovery_keys, seed_phrases
+from .nearby import nearby
 from .rule import Span, Triggers
 from .stated import stated
 
@@ -60,7 +61,10 @@ def _spans(text: str) -> Iterator[Span]:
     yield from vendor.bare_keys(text)
     yield from bank_accounts(text)
     yield from seed_phrases(text)
+    yield from recovery_keys(text)
+    yield from national_ids(text)
     yield from stated(text, triggers.low)
+    yield from nearby(text, triggers.low)
     yield from vendor.library(text, triggers)
     yield from triggers.run([vendor.GENERIC])  # after the rest, so that a specific kind wins an exact tie
     yield from kingfisher.found(text)

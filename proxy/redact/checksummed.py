@@ -10,6 +10,7 @@ numbers don't fit.
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Iterator
 
@@ -40,12 +41,23 @@ def _card_runs(low: str) -> bool:
 
 _CARD = Rule("card_number", (), re.compile(  # grouped by spaces, dashes or dots
     r"[2-6](?<![\w+.,/-].)(?<!\d[ .-].)(?:\d{12,18}|\d{3}(?:[ .-]\d{4}){3}(?:[ .-]\d{3})?"
-    r"|\d{3}[ .-]\d{6}[ .-]\d{4,5})(?!\w|[ .-]\d)"), check=_card)
+    r"|\d{3}[ .-]\d{6}[ .-]\d{4,5})(?!\w|[ .-]\d(?!\d/\d))"), check=_card)  # an expiry may follow
+
+
+# A card's CVV, written right after it: "5566/264", "05/28 prüfnummer 731", "5566, cvc 539". A 3-4 digit number
+# in the next 64 characters that is no part of an expiry date (MM/YY), an amount or a longer number.
+_ATTACHED_CVV = re.compile(r"/(\d{3,4})(?![\d/])")
+_NEXT_CVV = re.compile(r"(?<![\d/.,:])\d{3,4}(?![\d/.,:%€$]|\s?(?:€|\$|zł|kr|tl|rp))", re.IGNORECASE)
 
 
 def cards(text: str) -> Iterator[Span]:
-    if _card_runs(text):
-        yield from matches(_CARD, text)
+    if not _card_runs(text):
+        return
+    for start, end, kind in matches(_CARD, text):
+        yield start, end, kind
+        cvv = _ATTACHED_CVV.match(text, end) or _NEXT_CVV.search(text, end, end + 64)
+        if cvv:
+            yield *cvv.span(cvv.lastindex or 0), "card_cvv"
 
 
 _IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?\b")
@@ -76,8 +88,44 @@ def seed_phrases(text: str) -> Iterator[Span]:
         while len(run) - i >= _SEED_LENGTHS[-1]:
             n = next((n for n in _SEED_LENGTHS if len(run) - i >= n
                       and _SEED.check(" ".join(w.group(0) for w in run[i:i + n]))), 0)
+            if not n and i == 0 and len({w.group(0) for w in run}) >= 10:  # a mistyped phrase, not one word again
+                n = len(run)
             if n:
                 yield run[i].start(), run[i + n - 1].end(), "seed_phrase"
             i += n or 1
         run = [word] if word is not None else []
 
+
+
+# A BitLocker recovery key: eight groups of six digits, each divisible by 11 (Microsoft's own check).
+_BITLOCKER = re.compile(r"(?<![\d-])\d{6}(?:-\d{6}){7}(?![\d-])")
+
+
+def recovery_keys(text: str) -> Iterator[Span]:
+    if "-" in text:
+        for found in _BITLOCKER.finditer(text):
+            if all(int(block) % 11 == 0 for block in found[0].split("-")):
+                yield found.start(), found.end(), "recovery_code"
+
+
+# National identity numbers whose format carries a check strong enough to stand without a word that names
+# them (python-stdnum validates them): two check digits, or a checked date of birth and a check digit, or a
+# shape no other number has. Weaker ones (one check digit over plain digits) need a word (stated.py).
+_ID_MODULES = ("br.cpf", "tr.tckimlik", "kr.rrn", "cn.ric", "it.codicefiscale", "fr.nir", "es.dni", "es.nie",
+               "mx.curp", "ch.ssn", "no.fodselsnummer", "fi.hetu", "se.personnummer", "cz.rc", "gr.amka",
+               "bg.egn", "ro.cnp", "ee.ik", "lt.asmens", "pl.pesel", "id.nik")
+_ID_VALIDATORS = [importlib.import_module(f"stdnum.{name}").is_valid for name in _ID_MODULES]
+_ID_CANDIDATE = re.compile(  # no spaces inside: numbers read out in groups of digits are phones
+    r"(?<![\w+/.,-])(?:[A-Z]{1,6}\d[\dA-Z]{5,16}|\d[\d.\-/]{7,22}[\dA-Z])(?![\w/-]|[.,]\d)")
+
+
+def national_ids(text: str) -> Iterator[Span]:
+    if sum(c.isdigit() for c in text) < 9:
+        return
+    for found in _ID_CANDIDATE.finditer(text):
+        value = found[0]
+        digits = sum(c.isdigit() for c in value)
+        if digits < 9 or (len(value) - digits > 4 and not value[:1].isalpha()):
+            continue
+        if any(valid(value) for valid in _ID_VALIDATORS):
+            yield found.start(), found.end(), "national_id"

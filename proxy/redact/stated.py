@@ -14,11 +14,16 @@ No grammar per language: the value is looked for in the sentence after the word 
 
 from __future__ import annotations
 
+import importlib
 import json
+import pkgutil
 import re
 from collections.abc import Callable, Iterator
+from contextlib import suppress
 from pathlib import Path
 from typing import NamedTuple
+
+import stdnum
 
 from .passwords import PASSWORD, STRONG
 from .rule import Span
@@ -74,6 +79,27 @@ def _named(kind: str, words: tuple[str, ...], value: Callable[[str], Iterator[tu
     return _Stated(kind, re.compile(rf"(?<!\w)(?:{pattern})(?!\w)", re.IGNORECASE), words, value, reach, end)
 
 
+def _identity_words() -> tuple[str, ...]:
+    """The names of personal identity and tax numbers in python-stdnum's modules, short and native ("PESEL",
+    "Rodné číslo", "Αριθμός Μητρώου Κοινωνικής Ασφάλισης", "РНОКПП", "個人番号"): each module's first line."""
+    names: set[str] = set()
+    for module in pkgutil.walk_packages(stdnum.__path__, "stdnum."):
+        if module.ispkg:
+            continue
+        with suppress(ImportError):
+            doc = " ".join((importlib.import_module(module.name).__doc__ or "").split("\n\n")[0].split())
+            m = _STDNUM_TITLE.match(doc)
+            if m and _PERSONAL.search(m[2]) and not _NOT_PERSONAL.search(m[2]):
+                names.update(n.strip() for n in (*m[1].split(","), *m[2].split(",")[:-1]))
+    return tuple(sorted({n.lower() for n in names if len(n) >= 3 and not _NOT_AN_ID.search(n)}))
+
+
+_STDNUM_TITLE = re.compile(r"([^(]+)\(([^)]*)\)")
+_PERSONAL = re.compile(r"personal|identity|identification number|social security|citizen|resident|birth number"
+                       r"|national identifier|individual|insurance|taxpayer|tax code for individuals", re.I)
+_NOT_PERSONAL = re.compile(r"vat|compan|business|organi|legal entit", re.I)
+_NOT_AN_ID = re.compile(r"imei|imsi|cusip|isin|vatin|accise|lithuanian|number$|^pin$", re.I)
+
 _CODE = r"(?<![\w-])(?=[A-Za-z0-9-]*\d)[A-Za-z0-9]{4,10}(?:-[A-Za-z0-9]{3,6}){0,3}(?![\w-])"
 _STATED = [
     _Stated("password", re.compile("|".join(re.escape(w) for w in sorted(_WORDS, key=len, reverse=True)),
@@ -86,7 +112,7 @@ _STATED = [
         "henkilötunnus", "cpr", "dni", "nif", "codice fiscale", "steuer-id", "steueridentifikationsnummer",
         "sozialversicherungsnummer", "personalausweisnummer", "ausweisnummer", "numéro de sécurité sociale",
         "numéro fiscal", "nir", "curp", "rfc", "rut", "cuil", "cuit", "número de identidad", "carta d'identità",
-        "tc kimlik", "snils", "инн", "снилс", "номер паспорта"),
+        "tc kimlik", "snils", "инн", "снилс", "номер паспорта", *_identity_words()),
         _shaped(r"(?<![\w-])(?:[A-Z]{0,4}\d[\d \-./]{3,20}\d[A-Z]{0,2}|(?=[A-Z]*\d)[A-Z0-9]{8,20})(?![\w-])",
                 check=lambda v: sum(c.isdigit() for c in v) >= (6 if v[:1].isdigit() else 3))),
     _named("card_cvv", ("cvv", "cvv2", "cvc", "cvc2", "card verification code", "card security code",
