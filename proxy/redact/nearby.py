@@ -63,6 +63,8 @@ def _password(window: str) -> Iterator[tuple[int, int]]:
         if not value:
             continue
         start = token.start() + token[0].find(value)
+        if "password" in value.lower():  # "1Password", a product
+            continue
         if ((_LOOKS_STRONG.match(value) and _DIGIT_OR_SYMBOL.search(value) and not _NOT_A_PASSWORD.fullmatch(value))
                 or _DIGITS.fullmatch(value)):
             yield start, start + len(value)
@@ -91,7 +93,7 @@ _KINDS = {
     "code": _Group("pin", _shaped(_CODE, lambda v: not _YEAR.fullmatch(v)), 60, 40),
     "door": _Group("door_code", _shaped(_CODE, lambda v: not _YEAR.fullmatch(v)), 80, 40),
     "recovery": _Group("recovery_code", _shaped(_RECOVERY), 400, 0, every=True),
-    "key": _Group("secret", _shaped(_KEY, looks_random), 60, 0),
+    "key": _Group("secret", _shaped(_KEY, lambda v: looks_random(v) and not v.startswith("AAAA")), 60, 0),
 }
 
 
