@@ -21,7 +21,7 @@ from functools import lru_cache
 
 from kingfisher_sdk import Rules, Scanner
 
-from .leaks import ScanFailed, _kind
+from .leaks import ScanFailed, kind_of, narrowed
 
 SCAN_TIMEOUT_S = 10.0  # as leaks.py: a pathological text fails the scan (and the job) rather than stalling
 
@@ -47,10 +47,12 @@ def found(text: str) -> Iterator[tuple[int, int, str]]:
     for finding in findings:
         if not finding.visible or len(finding.secret.strip()) < 4:  # invisible: a helper part of a composite
             continue
-        at = finding.location
-        yield _chars(raw, at["start_offset"]), _chars(raw, at["end_offset"]), _kind(finding.rule_id)
-        if not finding.is_base64_encoded:  # the same secret pasted elsewhere goes too
-            start = text.find(finding.secret)
+        secret, kind = narrowed(finding.secret, kind_of(finding.rule_id))  # a connection string: its password
+        if finding.is_base64_encoded or secret == finding.secret:
+            at = finding.location
+            yield _chars(raw, at["start_offset"]), _chars(raw, at["end_offset"]), kind
+        if not finding.is_base64_encoded:  # every copy of the secret goes, pasted elsewhere too
+            start = text.find(secret)
             while start >= 0:
-                yield start, start + len(finding.secret), _kind(finding.rule_id)
-                start = text.find(finding.secret, start + len(finding.secret))
+                yield start, start + len(secret), kind
+                start = text.find(secret, start + len(secret))

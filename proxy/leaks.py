@@ -95,8 +95,9 @@ _KINDS = (("private-key", "private_key"), ("jwt", "jwt"), ("password", "password
           ("discord-", "discord_token"), ("telegram-", "telegram_token"))
 
 
-def _kind(rule_id: str) -> str:
-    """Our kinds (redact.py's list), so that metrics keep a handful of labels: the rule id's family, or api_key."""
+def kind_of(rule_id: str) -> str:
+    """Our kinds (proxy.redact's list), so that metrics keep a handful of labels: the rule id's family, or
+    api_key. Kingfisher's rule ids (proxy/kingfisher.py) are named the same way."""
     return next((kind for part, kind in _KINDS if part in rule_id), "api_key")
 
 
@@ -108,11 +109,11 @@ def leaked(text: str) -> list[tuple[str, str]]:
         return []
     result = scan_text(text, config=_config(ids), redact=False, timeout_seconds=SCAN_TIMEOUT_S,
                        raise_on_error=True)
-    return [_narrowed(f.secret, _kind(f.rule_id)) for f in result.findings if f.secret and len(f.secret.strip()) >= 4]
+    return [narrowed(f.secret, kind_of(f.rule_id)) for f in result.findings if f.secret and len(f.secret.strip()) >= 4]
 
 
-def _narrowed(secret: str, kind: str) -> tuple[str, str]:
-    """A connection string loses only its password, as in redact.py ("postgres://app:[REDACTED]@db/app")."""
+def narrowed(secret: str, kind: str) -> tuple[str, str]:
+    """A connection string loses only its password, as in proxy.redact ("postgres://app:[REDACTED]@db/app")."""
     if "://" in secret and "@" in secret:
         with suppress(ValueError):
             password = urlsplit(secret).password
