@@ -92,7 +92,8 @@ def _rules_for(text: str) -> frozenset[str]:
 
 _KINDS = (("private-key", "private_key"), ("jwt", "jwt"), ("password", "password"), ("aws-", "aws_key"),
           ("github-", "github_token"), ("gitlab-", "gitlab_token"), ("slack-", "slack_token"),
-          ("discord-", "discord_token"), ("telegram-", "telegram_token"))
+          ("discord-", "discord_token"), ("telegram-", "telegram_token"),
+          ("generic-", "secret"))  # a random value after a key word, no vendor named (as proxy.redact's "secret")
 
 
 def kind_of(rule_id: str) -> str:

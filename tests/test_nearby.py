@@ -8,7 +8,7 @@ import time
 import pytest
 
 from proxy.redact import Redaction, redact
-from proxy.redact.lexicon import Lexicon
+from proxy.redact.lexicon import Lexicon, fold
 
 STATED = [  # (text, secret): the value after the word, or before it, in the same sentence
     ("Sonnenblume7! ist das Passwort vom Laptop", "Sonnenblume7!"),
@@ -53,8 +53,28 @@ def test_checksummed_and_shaped_values_go_without_a_word(text: str, kind: str) -
 
 def test_a_word_matches_inflected_and_a_longer_word_does_not() -> None:
     lexicon = Lexicon({"code": ["kod", "κωδικός"], "door": ["车库门"]})
-    assert [h.group for h in lexicon.hits("podaj kodem lub κωδικό, 车库门")] == ["code", "code", "door"]
+    assert [h.groups for h in lexicon.hits("podaj kodem lub κωδικό, 车库门")] == [("code",), ("code",), ("door",)]
     assert list(lexicon.hits("kodowanieprogramu")) == []
+
+
+def test_a_word_in_two_groups_is_in_both_and_an_acronym_matches_only_alone() -> None:
+    lexicon = Lexicon({"password": ["κωδικός"], "code": ["κωδικός"], "identity": ["cpf"]}, whole=["identity"])
+    assert [h.groups for h in lexicon.hits("κωδικός")] == [("password", "code")]
+    assert [h.groups for h in lexicon.hits("meu cpf, cpfs")] == [("identity",)]
+
+
+@pytest.mark.parametrize(("text", "word"), [
+    ("rentenversicherungsnummer", "versicherungsnummer"),  # the last part of a compound
+    ("wifilösenordet", "lösenord"),  # with an inflection
+    ("والباسورد", "باسورد"),  # after Arabic proclitics ("and" + the article)
+    (fold("ξεκλειδώνει"), "ξεκλείδωμα"),  # without its accents
+])
+def test_a_word_matches_in_a_compound_after_proclitics_and_without_accents(text: str, word: str) -> None:
+    assert [h.groups for h in Lexicon({"g": [word]}).hits(text)] == [("g",)]
+
+
+def test_a_product_named_after_a_word_is_no_compound() -> None:
+    assert list(Lexicon({"password": ["password"]}).hits("1password")) == []
 
 
 @pytest.mark.parametrize("text", ["kod " * 60000, "密码 " * 80000, "1234 " * 50000, "pw 4711-" * 30000,

@@ -12,7 +12,7 @@ Where the detectors are, by job:
 - vendor formats they miss in chat text, and a random value after a key word: vendor.py (ours, detect-secrets);
 - values whose format has a checksum (cards, IBANs, BIP-39 seed phrases): checksummed.py;
 - passwords, PINs, passphrases in the grammar of six languages: passwords.py;
-- secrets stated in a sentence, in any language, by the words of maintained translations: stated.py.
+- secrets stated in a sentence, in any language, by the words of maintained translations: nearby.py.
 This module merges what they find: overlapping hits become one placeholder, named by the most telling kind
 (slack_token over api_key over secret; among equals, the first hit's); `kinds` lists each kind once.
 Redacting again changes nothing.
@@ -36,7 +36,6 @@ from . import passwords, vendor
 from .checksummed import bank_accounts, cards, national_ids, recovery_keys, seed_phrases
 from .nearby import nearby
 from .rule import Span, Triggers
-from .stated import stated
 
 __all__ = ["PLACEHOLDER", "Redaction", "redact", "redact_strings"]
 
@@ -63,7 +62,6 @@ def _spans(text: str) -> Iterator[Span]:
     yield from seed_phrases(text)
     yield from recovery_keys(text)
     yield from national_ids(text)
-    yield from stated(text, triggers.low)
     yield from nearby(text, triggers.low)
     yield from vendor.library(text, triggers)
     yield from triggers.run([vendor.GENERIC])  # after the rest, so that a specific kind wins an exact tie

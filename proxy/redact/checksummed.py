@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import importlib
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from hashlib import sha256
 
 from mnemonic import Mnemonic
 from stdnum import iban, luhn
@@ -62,21 +63,44 @@ def cards(text: str) -> Iterator[Span]:
 
 _IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?\b")
 _SEED = Mnemonic("english")
-_BIP39 = frozenset(_SEED.wordlist)
+_BIP39 = {word: index for index, word in enumerate(_SEED.wordlist)}
 _SEED_LENGTHS = (24, 21, 18, 15, 12)  # words in a BIP-39 phrase, longest first
 _LOWER_WORD = re.compile(r"[a-z]+")
+_WORD_RUN = re.compile(r"(?<![A-Za-z])[a-z]{3,8}(?:\s+[a-z]{3,8}){11,}(?![A-Za-z])")  # wordlist words: 3-8 letters
+_DIGIT = re.compile(r"\d")
 
 
 def bank_accounts(text: str) -> Iterator[Span]:
-    if any(c.isdigit() for c in text):
+    if _DIGIT.search(text):
         for found in _IBAN.finditer(text):
             if iban.is_valid(found.group(0)):
                 yield found.start(), found.end(), "bank_account"
 
 
+def _checked(indexes: list[int]) -> list[int]:
+    """For each start, the longest BIP-39 length whose words from there hold their checksum (0: none). The
+    words' 11-bit indexes are the entropy followed by the first n/3 bits of its SHA-256; one pass a length,
+    the window's bits slid along, so a long run costs one hash a word and length."""
+    best = [0] * len(indexes)
+    for n in reversed(_SEED_LENGTHS):  # shortest first: a longer phrase from the same start wins
+        checksum, size, bits = n // 3, n * 4 // 3, 0
+        mask = (1 << 11 * n) - 1
+        for end, index in enumerate(indexes, 1):
+            bits = (bits << 11 | index) & mask
+            if end >= n and sha256((bits >> checksum).to_bytes(size, "big")).digest()[0] >> 8 - checksum \
+                    == bits & (1 << checksum) - 1:
+                best[end - n] = n
+    return best
+
+
 def seed_phrases(text: str) -> Iterator[Span]:
     """The longest run of 12–24 wordlist words, separated by spaces only, whose checksum holds."""
-    words = [w for w in _LOWER_WORD.finditer(text) if w.group(0) in _BIP39]
+    for run in _WORD_RUN.finditer(text):  # 12+ short lower-case words in a row: few in prose
+        yield from _seed_phrases(text, run.start(), run.end())
+
+
+def _seed_phrases(text: str, begin: int, end: int) -> Iterator[Span]:
+    words = [w for w in _LOWER_WORD.finditer(text, begin, end) if w.group(0) in _BIP39]
     if len(words) < _SEED_LENGTHS[-1]:
         return
     run: list[re.Match[str]] = []
@@ -84,17 +108,21 @@ def seed_phrases(text: str) -> Iterator[Span]:
         if word is not None and (not run or text[run[-1].end():word.start()].isspace()):
             run.append(word)
             continue
-        i = 0
-        while len(run) - i >= _SEED_LENGTHS[-1]:
-            n = next((n for n in _SEED_LENGTHS if len(run) - i >= n
-                      and _SEED.check(" ".join(w.group(0) for w in run[i:i + n]))), 0)
-            if not n and i == 0 and len({w.group(0) for w in run}) >= 10:  # a mistyped phrase, not one word again
-                n = len(run)
-            if n:
-                yield run[i].start(), run[i + n - 1].end(), "seed_phrase"
-            i += n or 1
+        if len(run) >= _SEED_LENGTHS[-1]:
+            yield from _phrases(run)
         run = [word] if word is not None else []
 
+
+def _phrases(run: list[re.Match[str]]) -> Iterator[Span]:
+    checked = _checked([_BIP39[w.group(0)] for w in run])
+    i = 0
+    while len(run) - i >= _SEED_LENGTHS[-1]:
+        n = checked[i]
+        if not n and i == 0 and len({w.group(0) for w in run}) >= 10:  # a mistyped phrase, not one word again
+            n = len(run)
+        if n:
+            yield run[i].start(), run[i + n - 1].end(), "seed_phrase"
+        i += n or 1
 
 
 # A BitLocker recovery key: eight groups of six digits, each divisible by 11 (Microsoft's own check).
@@ -110,22 +138,35 @@ def recovery_keys(text: str) -> Iterator[Span]:
 
 # National identity numbers whose format carries a check strong enough to stand without a word that names
 # them (python-stdnum validates them): two check digits, or a checked date of birth and a check digit, or a
-# shape no other number has. Weaker ones (one check digit over plain digits) need a word (stated.py).
-_ID_MODULES = ("br.cpf", "tr.tckimlik", "kr.rrn", "cn.ric", "it.codicefiscale", "fr.nir", "es.dni", "es.nie",
-               "mx.curp", "ch.ssn", "no.fodselsnummer", "fi.hetu", "se.personnummer", "cz.rc", "gr.amka",
-               "bg.egn", "ro.cnp", "ee.ik", "lt.asmens", "pl.pesel", "id.nik")
-_ID_VALIDATORS = [importlib.import_module(f"stdnum.{name}").is_valid for name in _ID_MODULES]
+# shape no other number has. Weaker ones (one check digit over plain digits) need a word (nearby.py).
+_ID_MODULES = {  # module: the letters and digits its numbers have (a cheap test before the library's)
+    "br.cpf": (11,), "tr.tckimlik": (11,), "kr.rrn": (13,), "cn.ric": (18,), "it.codicefiscale": (16,),
+    "fr.nir": (15,), "es.dni": (9,), "es.nie": (9,), "mx.curp": (18,), "ch.ssn": (13,),
+    "no.fodselsnummer": (11,), "fi.hetu": (10, 11), "se.personnummer": (10, 12), "cz.rc": (9, 10),
+    "gr.amka": (11,), "bg.egn": (10,), "ro.cnp": (13,), "ee.ik": (11,), "lt.asmens": (11,), "pl.pesel": (11,),
+    "id.nik": (16,)}
+_ID_VALIDATORS: dict[int, list[Callable[[str], bool]]] = {}
+for _name, _lengths in _ID_MODULES.items():
+    for _length in _lengths:
+        _ID_VALIDATORS.setdefault(_length, []).append(importlib.import_module(f"stdnum.{_name}").is_valid)
 _ID_CANDIDATE = re.compile(  # no spaces inside: numbers read out in groups of digits are phones
     r"(?<![\w+/.,-])(?:[A-Z]{1,6}\d[\dA-Z]{5,16}|\d[\d.\-/]{7,22}[\dA-Z])(?![\w/-]|[.,]\d)")
+_ID_BUDGET = 100  # numbers checked a text, ~60 µs each at most: in a table of more, those after the 100th go
+# only if a word names them (nearby.py)
 
 
 def national_ids(text: str) -> Iterator[Span]:
-    if sum(c.isdigit() for c in text) < 9:
+    if sum(map(text.count, "0123456789")) < 9:
         return
+    budget = _ID_BUDGET
     for found in _ID_CANDIDATE.finditer(text):
         value = found[0]
         digits = sum(c.isdigit() for c in value)
-        if digits < 9 or (len(value) - digits > 4 and not value[:1].isalpha()):
+        validators = _ID_VALIDATORS.get(sum(c.isalnum() for c in value), ())
+        if digits < 9 or (len(value) - digits > 4 and not value[:1].isalpha()) or not validators:
             continue
-        if any(valid(value) for valid in _ID_VALIDATORS):
+        if any(valid(value) for valid in validators):
             yield found.start(), found.end(), "national_id"
+        budget -= 1
+        if not budget:
+            return
