@@ -4,10 +4,10 @@ translations of two maintained projects: `python -m benchmarks.secrets_corpus.se
 Downloads two wheels from PyPI (pinned below) and reads their translators' work:
 - django-allauth (MIT): the gettext catalogs of its account and two-factor screens ("Code", "Recovery codes",
   "Backup key", "Key", "Password", ...), 46 locales;
-- home-assistant-frontend (Apache-2.0): its UI translations for alarm panels and locks ("Code") and the
-  device classes of doors, gates, garage doors and locks, 79 locales.
+- home-assistant-frontend (Apache-2.0): its UI translations for alarm panels and locks ("Code", "Unlock",
+  "Disarm") and the device classes of doors, gates, garage doors and locks, 79 locales.
 It writes proxy/redact/secret_words.json: for each group, every locale's translation (lower-cased,
-deduplicated), the words after or before which proxy/redact/stated.py looks for a secret's value.
+deduplicated), the words after or before which proxy/redact/nearby.py looks for a secret's value.
 Deterministic: the same wheels give a byte-identical file.
 """
 
@@ -37,8 +37,10 @@ ALLAUTH_MSGIDS = {
 FRONTEND_KEYS = {
     "password": ("ui.login-form.password",),
     "code": ("ui.card.alarm_control_panel.code", "ui.card.lock.code", "ui.dialogs.enter_code.input_label"),
-    "door": (*tuple(f"ui.dialogs.entity_registry.editor.device_classes.{c}" for c in ("binary_sensor.door", "binary_sensor.garage_door", "binary_sensor.lock", "cover.door", "cover.gate", "cover.garage")), "ui.card.lock.lock"),
+    "door": (*tuple(f"ui.dialogs.entity_registry.editor.device_classes.{c}" for c in ("binary_sensor.door", "binary_sensor.garage_door", "binary_sensor.lock", "cover.door", "cover.gate", "cover.garage")), "ui.card.lock.lock",
+             "ui.card.lock.unlock", "ui.card.alarm_control_panel.disarm"),  # a code unlocks a lock, disarms an alarm
 }
+REFERENCE = "[%key:"  # a string that points to another key, no translation
 
 
 def _joined(quoted: str) -> str:
@@ -72,7 +74,8 @@ def main() -> None:
                 if TRANSLATION.search(name):
                     flat = _flat(json.loads(z.read(name).decode("utf-8")))
                     for group, keys in FRONTEND_KEYS.items():
-                        words[group].update(flat[k].strip().lower() for k in keys if flat.get(k))
+                        words[group].update(flat[k].strip().lower() for k in keys
+                                            if flat.get(k) and not flat[k].startswith(REFERENCE))
     (ROOT / "proxy" / "redact" / "secret_words.json").write_text(json.dumps({
         "source": f"{ALLAUTH}: allauth/locale/*/LC_MESSAGES/django.po (MIT); {FRONTEND}: "
                   "hass_frontend/static/translations/*.json (Apache-2.0); the keys are in "

@@ -11,6 +11,7 @@ Where the detectors are, by job:
 - credentials of 300+ services: maintained rule sets (proxy/leaks.py, Betterleaks; proxy/kingfisher.py);
 - vendor formats they miss in chat text, and a random value after a key word: vendor.py (ours, detect-secrets);
 - values whose format has a checksum (cards, IBANs, BIP-39 seed phrases): checksummed.py;
+- lists of recovery codes, keys in equal groups, a password after an e-mail address, by layout: shapes.py;
 - passwords, PINs, passphrases in the grammar of six languages: passwords.py;
 - secrets stated in a sentence, in any language, by the words of maintained translations: nearby.py.
 This module merges what they find: overlapping hits become one placeholder, named by the most telling kind
@@ -36,6 +37,7 @@ from . import passwords, vendor
 from .checksummed import bank_accounts, cards, national_ids, recovery_keys, seed_phrases
 from .nearby import nearby
 from .rule import Span, Triggers
+from .shapes import code_lists, grouped_keys, logins
 
 __all__ = ["PLACEHOLDER", "Redaction", "redact", "redact_strings"]
 
@@ -61,6 +63,9 @@ def _spans(text: str) -> Iterator[Span]:
     yield from bank_accounts(text)
     yield from seed_phrases(text)
     yield from recovery_keys(text)
+    yield from code_lists(text)
+    yield from grouped_keys(text)
+    yield from logins(text)
     yield from national_ids(text)
     yield from nearby(text, triggers.low)
     yield from vendor.library(text, triggers)

@@ -48,7 +48,7 @@ _CARD = Rule("card_number", (), re.compile(  # grouped by spaces, dashes or dots
 # A card's CVV, written right after it: "5566/264", "05/28 prüfnummer 731", "5566, cvc 539". A 3-4 digit number
 # in the next 64 characters that is no part of an expiry date (MM/YY), an amount or a longer number.
 _ATTACHED_CVV = re.compile(r"/(\d{3,4})(?![\d/])")
-_NEXT_CVV = re.compile(r"(?<![\d/.,:])\d{3,4}(?![\d/.,:%€$]|\s?(?:€|\$|zł|kr|tl|rp))", re.IGNORECASE)
+_NEXT_CVV = re.compile(r"(?<![\d/.,:])\d{3,4}(?![\d/%€$]|[.,:]\d|\s?(?:€|\$|zł|kr|tl|rp))", re.IGNORECASE)
 
 
 def cards(text: str) -> Iterator[Span]:

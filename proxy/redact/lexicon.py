@@ -3,7 +3,7 @@ token (a dict lookup or two a token, so the cost does not grow with the number o
 
 A word matches at the start of a token and may carry an inflection ("şifre" in "şifremi", "kod" in "kodem"; a
 word of six letters or more loses its last two to its stem: "κωδικός" in "κωδικό"); a word of several tokens
-("mot de passe") matches as a phrase. A long word (8+ letters) also matches as the last part of a compound
+("mot de passe") matches as a phrase. A long word (7+ letters) also matches as the last part of a compound
 after two letters or more ("Rentenversicherungsnummer", "Routerpasswort"; not "1Password"). An Arabic word may carry its proclitics ("والباسورد": "و" and
 "ال" before it), a Greek one may lose its accents. Words of a `whole` group (acronyms: "ssn", "cpf") match
 only whole tokens. Words in scripts written without spaces (Chinese, Japanese, Thai) match anywhere.
@@ -19,7 +19,7 @@ from typing import NamedTuple
 _TOKEN = re.compile(r"\w+")
 _UNSPACED = re.compile(r"[\u0e00-\u0e7f\u3040-\u30ff\u3400-\u9fff]")  # Thai, kana, CJK ideographs
 _INFLECTION = 6  # letters a word may carry after its stem
-_COMPOUND = 8  # letters a word needs to match as the last part of a longer one
+_COMPOUND = 7  # letters a word needs to match as the last part of a longer one
 _COMPOUND_TAIL = 3  # and the inflection it may carry there
 _PROCLITIC = re.compile(r"(?:[وفبلك]?ال|لل|[وفب])(?=\w{3})")  # Arabic: and/so/with/to + the article
 _FOLD = str.maketrans("άέήίόύώϊϋΐΰ", "αεηιουωιυιυ")  # one character for one: offsets stay
@@ -59,7 +59,7 @@ class Lexicon:
                 self._unspaced.append((word, (*entry.inflected, *entry.whole)))
                 continue
             self._spaced[entry.stem[:4]].append(entry)  # by its first 4 letters, or all of a shorter stem
-            if len(word) >= _COMPOUND and entry.inflected and _TOKEN.fullmatch(word):
+            if len(word) >= _COMPOUND and _TOKEN.fullmatch(word):
                 self._tails[word[-4:]].append(entry)
         for candidates in self._spaced.values():
             candidates.sort(key=lambda c: -len(c.word))  # the longest word at a place wins
@@ -83,8 +83,9 @@ class Lexicon:
             end = token.end() - rest
             for entry in self._tails.get(low[end - 4:end], ()):
                 head = low[token.start():end - len(entry.word)]
-                if len(head) >= 2 and head.isalpha() and low.endswith(entry.word, token.start(), end):
-                    return Hit(token.start(), token.end(), entry.inflected)
+                groups = (*entry.inflected, *(entry.whole if rest == 0 else ()))
+                if groups and len(head) >= 2 and head.isalpha() and low.endswith(entry.word, token.start(), end):
+                    return Hit(token.start(), token.end(), groups)
         return None
 
     def hits(self, low: str) -> Iterator[Hit]:

@@ -63,6 +63,8 @@ _HARMLESS = re.compile(r"postal|postale|zip|area|error|erreur|fehler|promo|rabat
                        r"|conduct|conduta|conducta|condotta|gedrags|verhaltens|poczt|почт|індекс|indice|cep\b"
                        r"|kode pos|mã vùng|alan kodu|区号|郵便|우편|지역번호")
 _GLUE = re.compile(r"[:=：]+")
+_BESIDE = 12  # characters between a word and a value before it that is taken even with one after
+_CLAUSE = re.compile(r"[,;:،、，；]")
 _AIRLINE = re.compile(r"(?<!\w)[A-Z0-9]{2} $")  # a flight: "IB 3166", "SK 1417"
 
 
@@ -212,19 +214,24 @@ def _harmless(low: str, hit: Hit) -> bool:
 
 def _value(text: _Text, group: _Group, first: Hit, last: Hit) -> Iterator[tuple[int, int, bool]]:
     """The values of a run of the group's words with no value between them, as if each word looked for its own:
-    the last word has the nearest value after the run; the first one, the nearest before it (which a word looks
-    for only when it has none after it, and then so does the first one)."""
+    the last word has the nearest value after the run, the first one the nearest before it. A word takes the
+    value after it, and the one before it too if that one is right beside it, in the same clause
+    ("Pantai_Kuta_2024 itu pw wifi, nama wifinya Villa_Kuta_5G"), or if there is none after."""
     if group.every:
         yield from _after(text, group, last)
         return
-    value = next(_after(text, group, first), None)
-    if value is not None:
-        yield value
-        return
-    value = _before(text, group, first)
-    if value is not None and not (group.guarded and _AIRLINE.search(text.text, max(0, value[0] - 3), value[0])):
-        yield value
-    yield from itertools.islice(_after(text, group, last), 1)
+    after = next(_after(text, group, first), None)
+    before = _before(text, group, first)
+    if before is not None and group.guarded and _AIRLINE.search(text.text, max(0, before[0] - 3), before[0]):
+        before = None
+    if before is not None and (after is None or _beside(text.text, before[1], first.start)):
+        yield before
+    yield from [after] if after is not None else itertools.islice(_after(text, group, last), 1)
+
+
+def _beside(text: str, end: int, start: int) -> bool:
+    """A value that ends at `end` is right beside a word at `start`: a few characters, no comma between."""
+    return start - end <= _BESIDE and not _CLAUSE.search(text, end, start)
 
 
 def _runs(text: _Text, group: _Group, hits: list[Hit]) -> Iterator[tuple[Hit, Hit]]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from .rule import NOT_REDACTED, QUOTED, TARGET, Rule
+from .rule import NOT_REDACTED, QUOTED, TARGET, Rule, target
 
 # Not a credential when it is the first word after "password is" ("the password is required", "ist falsch",
 # "est trop court", "jest za krótkie").
@@ -58,6 +58,7 @@ _SEP = (r"(?:(?:\s*(?::=|[:=])\s*|\s+(?:is|was)(?:\s+(?:now|still))?(?:\s*:)?\s+
         r"(?![a-zàâçéèêîôû]+é(?:es?|s)?\b)"  # then not a French participle: "est bloqué"
         r"|\s+(?:(?:is|was|got)\s+)?(?:set|changed|reset|updated)\s+to\s+"  # "was changed to"
         r"|\s+to\s+(?=\S*[^\sa-z.,;:!?]))")  # "set my password to X": X needs a digit, capital or symbol
+_TARGET_PL = target("to")  # Polish "to" is "is": "hasło to X"
 _SEP_PL = r"(?:\s*[:=]\s*|\s+(?:to|jest|brzmi)(?:\s*:)?\s+)"  # Polish: "hasło to X"
 PASSWORD = r"(?i:pass(?:word|wort|wd|code)|pwd?|kennwort|mot de passe|mdp|contrase[ñn]a|has[łl][oa])\b"
 PASSWORD_TRIGGERS = ("pass", "pw", "kennwort", "mdp", "mot de passe", "contrase", "hasł", "hasl")
@@ -77,7 +78,7 @@ RULES = [
         r"(?:(?i:pass\s?phrase|seed[\s-]?phrase|recovery\s+phrase|mnemonic|wiederherstellungsphrase"
         r"|phrase\s+(?:secr[eè]te|de\s+(?:passe|r[ée]cup[ée]ration))|frase\s+(?:semilla|de\s+recuperaci[oó]n"
         r"|segreta|di\s+recupero))" + TARGET + _SEP
-        + r"|(?i:fraza\s+(?:odzyskiwania|seed))" + TARGET + _SEP_PL + r")"
+        + r"|(?i:fraza\s+(?:odzyskiwania|seed))" + _TARGET_PL + _SEP_PL + r")"
         + NOT_REDACTED + r"(?!" + _STOP + r")(?:" + QUOTED + r"|(?P<v>[^\s.,;:\"'`][^.,;\n\"'`]*))")),
     # "password is X", "Passwort: X", "la mia password è X"; weak: "my gmail pass is X"
     Rule("password", ("pass", "pw"), re.compile(
@@ -86,7 +87,7 @@ RULES = [
     # "Kennwort: X", "mot de passe : X", "mi contraseña es X", "hasło to X"; weak: "la clave del wifi es X"
     Rule("password", ("kennwort", "mdp", "mot de passe", "contrase", "clave", "hasł", "hasl"), re.compile(
         r"[kKmMcChH](?<![^\W\d_].)(?:(?i:(?<=k)ennwort|(?<=m)dp|(?<=m)ot de passe|(?<=c)ontrase[ñn]a"
-        r"|(?<=c)lave(?P<weak>))\b" + TARGET + _SEP + r"|(?i:(?<=h)as[łl]o)\b" + TARGET + _SEP_PL + r")"
+        r"|(?<=c)lave(?P<weak>))\b" + TARGET + _SEP + r"|(?i:(?<=h)as[łl]o)\b" + _TARGET_PL + _SEP_PL + r")"
         + _PASSWORD_VALUE)),
     Rule("password", PASSWORD_TRIGGERS, re.compile(  # "I use X as my password", "uso X como contraseña"
         r"[uUcCpPbBvVnN](?<![^\W\d_].)(?i:(?<=u)s(?:e[ds]?|ing|o)|(?<=u)tili(?:se|zo|zzo)|(?<=u)żywam"

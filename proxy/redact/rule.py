@@ -20,9 +20,18 @@ Span = tuple[int, int, str]  # start, end, kind: a secret found in a text
 # Pattern pieces for a value after a word that names it.
 NOT_REDACTED = r"(?![\"'`]?\[REDACTED)"
 QUOTED = r"\"(?P<dq>[^\"\n]{1,128})\"|'(?P<sq>[^'\n]{1,128})'|`(?P<bq>[^`\n]{1,128})`"
-TARGET = (  # "password for my Netflix account", "Passwort für das WLAN", "hasło do wifi"
-    r"(?:\s+(?:for|to|of|on|at|f[üu]r|vo[mn]|zu[mr]|beim?|du|de|des|pour|del|para|della?|dello|di|per|do|od"
-    r"|na)\s+[^.,;:!?\n\"'\[\]]{1,40}?)?")
+_PREPOSITIONS = ("for", "to", "of", "on", "at", "f[üu]r", "vo[mn]", "zu[mr]", "beim?", "du", "de", "des", "pour",
+                 "del", "para", "della?", "dello", "di", "per", "do", "od", "na")
+
+
+def target(*left_out: str) -> str:
+    """What a secret is for, between its word and the value: "password for my Netflix account", "Passwort für
+    das WLAN", "hasło do wifi". `left_out`: prepositions that are a verb in the rule's language (Polish "to")."""
+    prepositions = "|".join(p for p in _PREPOSITIONS if p not in left_out)
+    return rf"(?:\s+(?:{prepositions})\s+[^.,;:!?\n\"'\[\]]{{1,40}}?)?"
+
+
+TARGET = target()
 
 
 class Rule(NamedTuple):
@@ -71,12 +80,17 @@ def entropy(s: str) -> float:  # Shannon entropy, bits per character
     return -sum(n / len(s) * math.log2(n / len(s)) for n in Counter(s).values())
 
 
+_BASE32 = re.compile(r"[A-Z2-7]{16,}=*")  # a TOTP seed: capitals and the digits 2-7
+
+
 def looks_random(value: str) -> bool:
-    """Long, varied, with digits, and mixed-case or digit-dense: a token, not a word ("hard-work-2024")."""
+    """Long, varied, with digits, and mixed-case or digit-dense or base32: a token, not a word
+    ("hard-work-2024")."""
     digits = sum(c.isdigit() for c in value)
     mixed_case = any(c.isupper() for c in value) and any(c.islower() for c in value)
     return (len(value) >= 12 and entropy(value) >= 3.0 and digits > 0 and any(c.isalpha() for c in value)
-            and (mixed_case or digits >= 0.2 * len(value)))
+            and (mixed_case or digits >= 0.2 * len(value)
+                 or (digits >= 1 and entropy(value) >= 3.5 and _BASE32.fullmatch(value) is not None)))
 
 
 def random_key(value: str) -> bool:

@@ -21,6 +21,8 @@ Decisions:
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from collections.abc import Iterator
 
@@ -32,13 +34,38 @@ from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
 from .rule import NOT_REDACTED, QUOTED, TARGET, Rule, Span, Triggers, looks_random, random_key, utf8
 
 _VENDOR_PREFIXES = ("hf_", "api_org_", "gsk_", "r8_", "npm_", "dop_v1_", "shp", "glc_", "xai-", "pplx-",
-                    "gocspx-", "sq0")
+                    "gocspx-", "sq0", "dp.", "hvs.", "hvb.", "hvr.")
 
 # Bare keys are first looked for as runs in the text's translated bytes: ~10× cheaper than a regex scan of
 # the text, which then runs only where one may be.
 _ALNUM = bytes(97 if chr(b).isascii() and chr(b).isalnum() else 32 for b in range(256))  # "a" and " "
 _KEY_RUN = b" " + b"a" * 32 + b" "  # exactly 32 letters and digits
 _BARE_KEY = re.compile(r"(?<![\w+/.-])[A-Za-z0-9]{32}(?![\w+/=]|[.-]\w)")
+
+def _base64(value: str, size: int | None = None) -> bytes:
+    """The bytes that `value` (or its first `size` characters, a multiple of 4) encodes; b"" if it is no base64."""
+    value = "".join(value.split())[:size]
+    try:
+        return base64.b64decode(value + "=" * (-len(value) % 4), validate=True)
+    except binascii.Error:
+        return b""
+
+
+def _user_password(value: str) -> bool:
+    decoded = _base64(value)
+    user, colon, password = decoded.partition(b":")
+    return bool(colon and user and password and decoded.isascii() and decoded.decode().isprintable())
+
+
+def _der_private_key(value: str) -> bool:
+    if value.startswith("b3BlbnNzaC1rZXktdjE"):  # "openssh-key-v1"
+        return True
+    der = _base64(value, 16)
+    if len(der) < 8 or der[0] != 0x30:  # a SEQUENCE
+        return False
+    at = 2 + (der[1] & 0x7F if der[1] & 0x80 else 0)  # after its length
+    return der[at:at + 2] == b"\x02\x01" and der[at + 2] in (0, 1, 3)  # INTEGER version 0, 1 or 3
+
 
 # Patterns begin with a literal or a small character class and check word boundaries only after it
 # (a lookbehind): that lets the regex engine skip ahead, which is most of the speed.
@@ -65,16 +92,36 @@ RULES = [
     Rule("api_key", ("k_live_", "k_test_", "whsec_"),  # Stripe
           re.compile(r"(?:[rs]k_(?:live|test)|whsec)_[0-9A-Za-z]{24,}\b")),
     # By prefix, in a sentence too (the rule sets want most of these after an assignment): Hugging Face, Groq,
-    # Replicate, npm, DigitalOcean, Shopify, Grafana, xAI, Perplexity, Google OAuth client secrets, Square.
-    Rule("api_key", ("_", "xai-", "pplx-", "gocspx-", "sq0"), re.compile(
+    # Replicate, npm, DigitalOcean, Shopify, Grafana, xAI, Perplexity, Google OAuth client secrets, Square, Doppler,
+    # Vault.
+    Rule("api_key", ("_", "xai-", "pplx-", "gocspx-", "sq0", "dp.", "hvs.", "hvb.", "hvr."), re.compile(
         r"(?<![\w-])(?:hf_[A-Za-z0-9]{30,}|api_org_[A-Za-z0-9]{30,}|gsk_[A-Za-z0-9]{48,}|r8_[A-Za-z0-9]{30,}"
         r"|npm_[A-Za-z0-9]{36,}|dop_v1_[a-f0-9]{64}|shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}"
         r"|glc_[A-Za-z0-9+/]{32,}=*|xai-[A-Za-z0-9]{60,}|pplx-[A-Za-z0-9]{40,}|GOCSPX-[A-Za-z0-9_-]{24,}"
-        r"|sq0(?:csp|atp)-[A-Za-z0-9_-]{22,43})(?![\w-])"),
+        r"|sq0(?:csp|atp)-[A-Za-z0-9_-]{22,43}|dp\.(?:st|sa|ct|pt|scim|audit)\.(?:[a-z0-9_-]{2,35}\.)?[A-Za-z0-9]{40,44}"
+        r"|hv[sbr]\.[A-Za-z0-9_-]{24,})"
+        r"(?![\w-])"),
           gate=lambda low: any(prefix in low for prefix in _VENDOR_PREFIXES)),
     Rule("api_key", ("_authtoken",), re.compile(r":_authToken=(?P<v>[^\s\"'`]+)")),  # .npmrc, a legacy token
     Rule("bearer_token", ("bearer",),
           re.compile(r"[bB](?i:earer)(?:\s+token)?(?:\s*:)?\s+(?P<v>[A-Za-z0-9._~+/-]{16,}=*)"), "v"),
+    Rule("basic_auth", ("basic",), re.compile(  # HTTP basic credentials: base64 of user:password
+        r"[bB](?i:asic)\s+(?P<v>[A-Za-z0-9+/]{6,}={0,2})(?![\w+/=])"), "v", check=lambda v: _user_password(v)),
+    Rule("secret", ("otpauth://",), re.compile(  # a TOTP or HOTP seed in its provisioning URI
+        r"(?<![\w/])otpauth://[^\s?]*\?(?:[^\s&#]*&)*?secret=(?P<v>[A-Za-z2-7]+=*)"), "v"),
+    # Webhook URLs whose path is their secret: Discord's and Microsoft Teams' (Slack's: both rule sets).
+    Rule("webhook", ("/api/webhooks/", "webhook"), re.compile(
+        r"(?:discord(?:app)?\.com/api/webhooks/|\.webhook\.office\.com/webhookb2/"
+        r"|outlook\.office(?:365)?\.com/webhook/)(?P<v>[\w@/.%+=-]{20,})"), "v"),
+    # A signed URL's signature: Azure SAS and Logic Apps triggers, S3 and Cloud Storage presigned URLs.
+    Rule("api_key", ("sig=", "signature="), re.compile(
+        r"[?&](?:sig|X-Amz-Signature|X-Goog-Signature)=(?P<v>[A-Za-z0-9%+/=_-]{16,})"), "v"),
+    # A private key without its armour: base64 of DER (a sequence that opens with its version number: PKCS#1,
+    # PKCS#8, SEC 1, PKCS#12; public keys and certificates open with a sequence) or of an OpenSSH key, with
+    # the lines that continue it.
+    Rule("private_key", ("MI", "MH", "MG", "MF", "MD", "MC", "b3BlbnNzaC1rZXkt"), re.compile(
+        r"(?<![A-Za-z0-9+/=])(?:M[IHGFDC]|b3BlbnNzaC1rZXktdjE)[A-Za-z0-9+/]{40,}={0,2}"
+        r"(?:[ \t]*\r?\n[ \t]*[A-Za-z0-9+/]{16,}={0,2})*"), check=lambda v: _der_private_key(v)),
 ]
 
 # Generic: a random-looking value after key/token/secret/credentials (not ":secret:" in an AWS ARN).

@@ -61,11 +61,16 @@ _ONE_TIME = ("otp", "one-time code", "one time code", "one-time password", "veri
 _RECOVERY = ("recovery code", "recovery codes", "backup code", "backup codes", "recovery key", "backup key",
              "wiederherstellungscode", "codes de récupération", "códigos de recuperación", "codici di recupero")
 _DOOR = ("door code", "gate code", "alarm code", "entry code", "keypad code", "garage code", "lock code",
-         "lockbox code", "key safe", "safe code", "safe combination", "lock combination", "building code",
+         "lockbox code", "key safe", "safe code", "combination", "key box", "keybox", "lockbox", "building code",
          "digicode", "code de la porte", "türcode", "haustürcode", "tor-code", "código de la puerta",
          "codice del portone")
 _ANSWER = ("mother's maiden name", "mothers maiden name", "maiden name", "first pet", "first pet's name",
            "security question", "security answer", "first car", "childhood best friend", "city where i was born")
+
+
+# Words of one language that are a technical term in English, where a number after them is no code: a network
+# port ("port 8080", Swedish for a gate) or a slot ("slot 2048", Dutch for a lock).
+_NOT_IN_ENGLISH = frozenset({"port", "slot"})
 
 
 def groups() -> dict[str, list[str]]:
@@ -75,7 +80,7 @@ def groups() -> dict[str, list[str]]:
     return {
         "password": [*catalogs["password"], *django, "pw"],  # "pw": a loanword of chat in many languages
         "code": [*catalogs["code"], "pin", "пин"],  # the same word in every Latin and Cyrillic locale
-        "door": [*catalogs["door"], *_DOOR],
+        "door": [*(w for w in catalogs["door"] if w not in _NOT_IN_ENGLISH), *_DOOR],
         "recovery": [*catalogs["recovery"], *_RECOVERY],
         "key": catalogs["key"],
         "one_time": list(_ONE_TIME),
