@@ -12,7 +12,7 @@ import pytest
 
 from proxy import kingfisher
 from proxy.leaks import ScanFailed
-from proxy.redact import Redaction, redact
+from proxy.redact import Redaction, redact, warm
 
 CORPUS = Path(__file__).parents[1] / "benchmarks" / "secrets_corpus"
 POSTHOG = "phx_sXNyZ4gbsX4wwzOM8q_E1076ZJhN-i1BpN088af7a"  # a published sample of the dev split
@@ -63,3 +63,9 @@ def test_a_scan_that_fails_raises_scan_failed(monkeypatch: pytest.MonkeyPatch, e
     monkeypatch.setattr(kingfisher, "_scanner", lambda: Failing())
     with pytest.raises(ScanFailed):
         redact("nothing to see here")
+
+
+def test_warming_compiles_the_catalog_before_the_first_scan() -> None:
+    kingfisher._scanner.cache_clear()
+    warm()
+    assert kingfisher._scanner.cache_info().currsize == 1

@@ -45,8 +45,9 @@ _FUNC = (r"(?i:a|an|the|and|or|but|nor|so|yet|for|to|of|in|on|at|by|with|from|in
          r"|un|une|du|des|que|qui|y|o|pero|con|desde|el|los|las|del|al|e|ma|più|da|il|lo|che|di|ale|lub"
          r"|już|dla|że)\b")
 _PHRASE_WORD = r"(?!" + _FUNC + r"|" + _STOP + r")[A-Za-z]+"
-_PHRASE = (  # 3+ plain words to the clause's end, maybe after a stop word ("correct horse battery staple")
-    r"(?P<p>(?:(?!" + _FUNC + r")[A-Za-z]+ +)?" + _PHRASE_WORD + r"(?: +" + _PHRASE_WORD
+_PHRASE = (  # 3+ plain words to the clause's end, maybe after a stop word ("correct horse battery staple"); the
+    # clause's end looked for first, cheaply, before the words are checked one by one against the stop lists
+    r"(?=[A-Za-z ]{5,160}(?:[.,;:!?)\n]|$))(?P<p>(?:(?!" + _FUNC + r")[A-Za-z]+ +)?" + _PHRASE_WORD + r"(?: +" + _PHRASE_WORD
     + r"){2,6})(?=[ \t]*(?:[.,;:!?)\n]|$))")
 _WORD = r"[^\s\"'`]*[^\s\"'`.,;:)]"  # one token, trailing sentence punctuation left out
 STRONG = (r"(?=[^\s\"'`]{6})"  # 6+ characters with a digit, a symbol or a capital inside: "Hunter22!x"
