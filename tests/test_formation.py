@@ -88,10 +88,10 @@ def _kept(facts: list[str], message: str) -> tuple[list[str], list[str]]:
 
     from proxy.memory.evidence import own_words
     from proxy.memory.extract import ExtractedFact
-    from proxy.memory.formation import _kept as kept
+    from proxy.memory.formation import kept_facts
 
-    dropped: list[dict[str, str]] = []
-    texts = kept([ExtractedFact(fact=f) for f in facts], own_words(message), [], "", datetime.now(UTC), dropped)
+    texts, dropped = kept_facts([ExtractedFact(fact=f) for f in facts], own_words(message), [], "",
+                                datetime.now(UTC))
     return [text for text, _ in texts], [d["why"] for d in dropped]
 
 
