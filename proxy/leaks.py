@@ -16,6 +16,7 @@ gives the same verdict as the whole rule set on every line.
 from __future__ import annotations
 
 import re
+import threading
 import tomllib
 from collections.abc import Iterator
 from contextlib import suppress
@@ -37,6 +38,9 @@ SCAN_WINDOW = 16384
 SCAN_OVERLAP = 4096
 _SLACK = 1024  # how far back a window's edge may move to fall on whitespace
 _UP_TO_LAST_SPACE = re.compile(r".*\s", re.S)
+# Engine calls at once in one process: each takes a core (Go, without the GIL), and a text holding no
+# keyword never waits here, since it makes no call.
+ENGINE_CALLS = threading.BoundedSemaphore(2)
 
 
 class _Rule(NamedTuple):
@@ -135,8 +139,9 @@ def _leaked_in(text: str) -> list[tuple[str, str]]:
     ids = _rules_for(text)
     if not ids:
         return []
-    result = scan_text(text, config=_config(ids), redact=False, timeout_seconds=SCAN_TIMEOUT_S,
-                       raise_on_error=True)
+    with ENGINE_CALLS:
+        result = scan_text(text, config=_config(ids), redact=False, timeout_seconds=SCAN_TIMEOUT_S,
+                           raise_on_error=True)
     return [_narrowed(f.secret, _kind(f.rule_id)) for f in result.findings if f.secret and len(f.secret.strip()) >= 4]
 
 

@@ -2,9 +2,9 @@
 holds it (or holds the GIL) for a second stalls every chat turn and /healthz for that second.
 
 Where the work runs, by size:
-- A small bounded text (at most SMALL_TEXT_CHARS: a memory, a fact, an audit reason) is redacted in a thread,
-  at most SCAN_THREADS at once. The rule set's engine is Go called through `ctypes.CDLL`, which releases the
-  GIL for the call; the Python rules of redact.py hold it for ~5 ms at most on 2 KB (benchmarks/stall.py).
+- A small bounded text (at most SMALL_TEXT_CHARS: a memory, a fact, an audit reason) is redacted in a thread.
+  The rule set's engine is Go called through `ctypes.CDLL`, which releases the GIL for the call (at most
+  leaks.ENGINE_CALLS at once); the Python rules of redact.py hold it for ~5 ms at most on 2 KB.
 - Anything larger (a chat turn's formation job), and the check of a memory-LLM reply's facts (redaction and
   grounding), runs in a worker process with a deadline (SECRET_SCAN_TIMEOUT): a task past it is stopped
   with its process, and the caller gets ScanFailed, so the text is not kept (fail closed).
@@ -27,6 +27,7 @@ import asyncio
 import multiprocessing
 import os
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -40,7 +41,10 @@ from .redact import Redaction, redact, redact_strings
 T = TypeVar("T")
 
 SMALL_TEXT_CHARS = 2048  # a memory's size: its worst scan holds the GIL ~5 ms, so a thread may run it
-SCAN_THREADS = anyio.CapacityLimiter(2)  # engine calls at once in this process: each takes a core
+# Threads for small scans, apart from anyio's default ones (a burst of scans never starves other thread
+# work); the engine calls among them are fewer still (leaks.ENGINE_CALLS). One limiter per event loop.
+SCAN_THREADS = 16
+_limiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anyio.CapacityLimiter] = weakref.WeakKeyDictionary()
 SMALL_SCAN_TIMEOUT_S = 10.0  # a small text's scan (the engine stops itself at leaks.SCAN_TIMEOUT_S)
 WORKER_NICE = 10
 # What a worker process needs imported before its first task: forked from the forkserver with them loaded.
@@ -59,7 +63,8 @@ async def _in_thread(function: Callable[[Any], T], value: Any) -> T:
     started = time.perf_counter()
     try:
         with anyio.fail_after(SMALL_SCAN_TIMEOUT_S):
-            result = await anyio.to_thread.run_sync(function, value, abandon_on_cancel=True, limiter=SCAN_THREADS)
+            limiter = _limiters.setdefault(asyncio.get_running_loop(), anyio.CapacityLimiter(SCAN_THREADS))
+            result = await anyio.to_thread.run_sync(function, value, abandon_on_cancel=True, limiter=limiter)
     except (TimeoutError, ScanFailed) as exc:
         _failed("thread", exc, started)
         if isinstance(exc, ScanFailed):

@@ -20,7 +20,7 @@ def _serve(settings: Settings, _: argparse.Namespace) -> int:
 
     from ..app import create_app
 
-    app = create_app(settings)
+    app = create_app(settings, warm_scanner=True)
     uvicorn.run(
         app, host=settings.server.host, port=settings.server.port,
         http="httptools", loop="uvloop" if sys.platform != "win32" else "asyncio",
@@ -55,8 +55,10 @@ def _worker(settings: Settings, _: argparse.Namespace) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         worker = Worker.from_services(services)
+        warming = asyncio.create_task(services.scanner.warm_up())  # each job's facts are checked there
         log.info("worker_started", worker_id=worker.worker_id, concurrency=settings.formation.concurrency)
         await worker.run(stop, settings.server.shutdown_timeout, services.ready)
+        await warming
 
     run_with_services(settings, work, wait_for_database=False)  # a database down at start is waited for
     return 0

@@ -30,6 +30,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 from datetime import date
+from functools import lru_cache
 
 from anyascii import anyascii
 from rapidfuzz import fuzz, process
@@ -117,12 +118,11 @@ class Source:
     words: frozenset[str]
     joined: str  # every word run together: names of scripts written without spaces ("東京に住んでいます")
     numbers: frozenset[float]
+    stems: frozenset[str]  # each word's first four and first five letters: a set lookup, not a scan
 
     @classmethod
     def of(cls, *texts: str) -> Source:
-        text = "\n".join(texts)
-        found = words(text)
-        return cls(frozenset(found), "".join(found), frozenset(_values(text)))
+        return _source(texts)
 
     def has(self, name: str, *, spaced: bool = True, near: bool = True) -> bool:
         """`name` (folded) is a word here, or shares its first five letters with one ("krakow" ~
@@ -134,9 +134,18 @@ class Source:
         if not spaced:
             return name in self.joined
         stem = name[:5]
-        return len(stem) >= 4 and (any(w.startswith(stem) for w in self.words)
+        return len(stem) >= 4 and (stem in self.stems
                                    or (near and process.extractOne(name, self.words, scorer=fuzz.ratio,
                                                                    score_cutoff=NEAR * 100) is not None))
+
+
+@lru_cache(maxsize=16)
+def _source(texts: tuple[str, ...]) -> Source:
+    """The Source of `texts`, built once for all the facts of a turn (grounding asks for it per fact)."""
+    text = "\n".join(texts)
+    found = words(text)
+    return Source(frozenset(found), "".join(found), frozenset(_values(text)),
+                  frozenset(w[:n] for w in found for n in (4, 5)))
 
 
 def _uncased(word: str) -> bool:
