@@ -55,10 +55,8 @@ def _worker(settings: Settings, _: argparse.Namespace) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         worker = Worker.from_services(services)
-        warming = asyncio.create_task(services.scanner.warm_up())  # each job's facts are checked there
         log.info("worker_started", worker_id=worker.worker_id, concurrency=settings.formation.concurrency)
         await worker.run(stop, settings.server.shutdown_timeout, services.ready)
-        await warming
 
     run_with_services(settings, work, wait_for_database=False)  # a database down at start is waited for
     return 0
