@@ -166,12 +166,14 @@ async def api_2k_generic(run: Run, until: float) -> None:
 async def reason_128k(run: Run, until: float) -> None:
     created = await run.client.post(f"{run.base}/api/v1/memories", params={"user": "reason-user"},
                                     json={"content": "User likes tea."})
-    memory_id = created.json()["id"]
+    current = [created.json()["id"]]  # an edit is a new version with a new id
     reason = filled(AWS_FILE, 128 * 1024)
 
     async def once(i: int) -> int:
-        response = await run.client.patch(f"{run.base}/api/v1/memories/{memory_id}", params={"user": "reason-user"},
+        response = await run.client.patch(f"{run.base}/api/v1/memories/{current[0]}", params={"user": "reason-user"},
                                           json={"content": f"User likes tea, cup {i}.", "reason": reason})
+        if response.status_code == 200:
+            current[0] = response.json()["id"]
         return response.status_code
     await repeat(until, 1, once, run)
 
