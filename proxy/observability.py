@@ -131,6 +131,13 @@ LLM_CALLS = Counter("memory_proxy_llm_calls_total",
                     ["purpose", "outcome"])
 LLM_TOKENS = Counter("memory_proxy_llm_tokens_total", "Memory-LLM tokens by purpose and kind (prompt, completion).",
                      ["purpose", "kind"])
+SCANS = Counter("memory_proxy_secret_scans_total",
+                "Secret scans and fact checks run off the event loop (proxy/scanner.py), by where (thread: a small "
+                "text; process: a worker process) and outcome (ok; failed; timeout: past SECRET_SCAN_TIMEOUT, its "
+                "text not kept).", ["where", "outcome"])
+SCAN_SECONDS = Histogram("memory_proxy_secret_scan_seconds",
+                         "Time from asking for a scan off the event loop to its answer (waiting for a worker "
+                         "included), by where (thread, process).", ["where"], buckets=_FAST_BUCKETS)
 
 
 _DEFAULT_USER_ID_KEY = b"memory-proxy"  # without LOG_USER_ID_KEY: a stable pseudonym, not a secret one

@@ -130,6 +130,13 @@ class ServerSettings:
     user_jwt_secret: str = env("USER_JWT_SECRET", "", "OpenWebUI's `FORWARD_USER_INFO_HEADER_JWT_SECRET` (at "
         "least 32 bytes, as HS256 needs). Set: the user is the `sub` of the signed `X-OpenWebUI-User-Jwt` "
         "and a bare user-id header is refused (401).", _jwt_secret, repr=False)
+    scan_workers: int = env("SECRET_SCAN_WORKERS", "2", "Worker processes that scan long texts for secrets (a "
+        "chat turn's formation job) and check the facts of memory-LLM replies, off the event loop; started on "
+        "first use, at a lower CPU priority than the proxy.", _positive_int)
+    scan_timeout_s: float = env("SECRET_SCAN_TIMEOUT", "5", "Seconds one such scan or check may take (waiting "
+        "for a free worker included); past it its worker is stopped and the text is not kept: the turn's "
+        "formation job is dropped (`jobs_total{event=\"unscanned\"}`), the API answers 503 `secret_scan_failed`, "
+        "a formation job is retried.", _positive_float)
 
 
 @dataclass(frozen=True)
@@ -253,6 +260,9 @@ class FormationSettings:
         "cap a new fact is not stored (replacements still are): counted in `facts_dropped_total{reason="
         "\"user_cap\"}` and logged (`memory_limit`); the API's create answers 409 `memory_cap`. Deleting "
         "memories makes room.", _positive_int)
+    max_versions: int = env("MAX_VERSIONS_PER_MEMORY", "40", "Most versions kept of one memory (the active one "
+        "and those it replaced: edits, replacements). A new version past it deletes the oldest retired ones "
+        "with their audit rows; the edit itself is never refused.", _positive_int)
     in_process_worker: bool = env("WORKER_IN_PROCESS", "true", "Run the formation worker inside `serve`. Set "
         "false when running `memory-proxy worker` as separate processes.", _bool)
     concurrency: int = env("WORKER_CONCURRENCY", "4", "Jobs one worker processes at the same time.",

@@ -205,7 +205,8 @@ async def test_the_same_fact_in_20_parallel_requests_leaves_one_memory(
                            for _ in range(20)))
     assert len(await job_rows(db)) == 20
     async with open_services(settings, httpx.AsyncClient()) as other:  # a second worker races the first
-        rival = Worker(pool=other.pool, embedder=other.embedder, llm=other.llm, settings=settings.formation)
+        rival = Worker(pool=other.pool, embedder=other.embedder, llm=other.llm, scanner=other.scanner,
+                       settings=settings.formation)
         done = await asyncio.gather(worker.run_until_idle(), rival.run_until_idle())
     assert sum(done) == 20
     assert await links(db, USER_A) == [BUN]
@@ -265,7 +266,7 @@ async def test_a_failing_memory_llm_is_retried_then_dead_and_chat_is_unaffected(
     response = await client.post(CHAT, json=chat_body(BUN_MSG), headers=user_headers(USER_A))
     assert response.status_code == 200
     async with open_services(settings, httpx.AsyncClient()) as services:
-        worker = Worker(pool=services.pool, embedder=services.embedder, llm=services.llm,
+        worker = Worker(pool=services.pool, embedder=services.embedder, llm=services.llm, scanner=services.scanner,
                         settings=settings.formation)
         async with asyncio.timeout(20):  # backoff is 10 ms here: poll until the job is dead
             while (await job_rows(db))[0][1] != "dead":
@@ -285,7 +286,7 @@ async def test_a_failing_memory_llm_is_retried_then_dead_and_chat_is_unaffected(
     outside.routes["memory_llm"].mock(side_effect=memory_llm)
     assert await jobs.retry_dead(db) == 1
     async with open_services(settings, httpx.AsyncClient()) as services:
-        worker = Worker(pool=services.pool, embedder=services.embedder, llm=services.llm,
+        worker = Worker(pool=services.pool, embedder=services.embedder, llm=services.llm, scanner=services.scanner,
                         settings=settings.formation)
         assert await worker.run_until_idle() == 1
     assert await links(db, USER_A) == [BUN]
@@ -305,7 +306,7 @@ async def test_a_busy_memory_llm_server_is_queueing_not_failure(
     timeouts = metric("memory_proxy_llm_calls_total", purpose="extract", outcome="timeout")
     await client.post(CHAT, json=chat_body(BUN_MSG), headers=user_headers(USER_A))
     async with open_services(settings, httpx.AsyncClient()) as services:
-        worker = Worker(pool=services.pool, embedder=services.embedder, llm=services.llm,
+        worker = Worker(pool=services.pool, embedder=services.embedder, llm=services.llm, scanner=services.scanner,
                         settings=settings.formation)
         assert await worker.run_until_idle() == 1  # one attempt of at most 1, yet not dead
         cur = await db.execute("SELECT status, attempts, run_after - now() FROM memory_jobs")
@@ -397,7 +398,7 @@ async def test_every_provider_and_mode_forms_memories(env: dict, outside: Any, d
     await add_memory(db, USER_A, "User lives in Berlin.")
     await jobs.enqueue(db, user_id=USER_A, said_at=datetime.now(UTC), payload={"user_message": BUN_MSG})
     async with open_services(settings, httpx.AsyncClient()) as services:
-        worker = Worker(pool=services.pool, embedder=services.embedder, llm=services.llm,
+        worker = Worker(pool=services.pool, embedder=services.embedder, llm=services.llm, scanner=services.scanner,
                         settings=settings.formation)
         assert await worker.run_until_idle() == 1
     assert await links(db, USER_A) == [BUN, "User lives in Berlin."]
