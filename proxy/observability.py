@@ -16,6 +16,8 @@ from typing import Any
 import structlog
 from prometheus_client import Counter, Gauge, Histogram
 
+from . import log_text
+
 # Buckets sized for added latency: sub-millisecond relay work up to multi-second upstreams.
 _FAST_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 _SLOW_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
@@ -152,15 +154,6 @@ def _hash_user_ids(key: str) -> Callable[[Any, str, dict[str, Any]], dict[str, A
     return hash_user_id
 
 
-def _without_memory_text(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
-    """LOG_MEMORY_TEXT=false: a `memory_decision` line keeps actions, ids and lengths, not fact text."""
-    for key in ("decisions", "dropped"):
-        if isinstance(event.get(key), list):
-            event[key] = [{**item, "fact": len(item["fact"])} if isinstance(item, dict) and
-                          isinstance(item.get("fact"), str) else item for item in event[key]]
-    return event
-
-
 def configure_logging(level: str = "info", fmt: str = "json", *, user_ids: str = "hashed",
                       user_id_key: str = "", memory_text: bool = True) -> None:
     """JSON lines in production, a readable console in development; stdlib logging routed through too.
@@ -168,7 +161,8 @@ def configure_logging(level: str = "info", fmt: str = "json", *, user_ids: str =
     Every line of a request carries its `request_id` (request_id.py binds it), every line of a formation
     job its `job_id`. A `user_id` field is logged as `user_ref(id, LOG_USER_ID_KEY)` unless `user_ids` is
     "raw": logs travel further than the database (collectors, tickets), and a pseudonym still lets an
-    operator follow one user."""
+    operator follow one user. With `memory_text` false no line holds the text of a fact, a turn or a model
+    reply, ours or a library's (proxy/log_text.py)."""
     level_no = getattr(logging, level.upper())
     renderer = (structlog.processors.JSONRenderer() if fmt == "json"
                 else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty()))
@@ -176,12 +170,11 @@ def configure_logging(level: str = "info", fmt: str = "json", *, user_ids: str =
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
+        *([] if memory_text else [log_text.foreign_text_withheld, log_text.facts_as_lengths]),
         structlog.processors.format_exc_info,
     ]
     if user_ids != "raw":
         processors.append(_hash_user_ids(user_id_key))
-    if not memory_text:
-        processors.append(_without_memory_text)
     structlog.configure(
         processors=[*processors, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(level_no),

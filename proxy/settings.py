@@ -318,8 +318,9 @@ class LogSettings:
         "is generated on first start and kept in the data dir, so that nobody can recompute a pseudonym from "
         "a guessable id.", default="", repr=False)
     memory_text: bool = env("LOG_MEMORY_TEXT", "true", "Log the text of facts in `memory_decision` lines. "
-        "`false`: only their actions, ids and lengths (logs then hold no memory text, which an erase cannot "
-        "reach).", _bool, in_code=True)
+        "`false`: only their actions, ids and lengths, and of exception text, tracebacks and libraries' lines "
+        "(which may quote a turn or a model reply) only type names, frames and the libraries' own words: logs "
+        "then hold no memory text, which an erase cannot reach.", _bool, in_code=True)
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,14 @@ def _malformed(exc: BaseException) -> bool:
     cause = exc.__cause__ if isinstance(exc, InstructorRetryException) else exc
     return isinstance(cause, _UNREADABLE)
 
+def _failure(exc: BaseException) -> str:
+    """What failed, by type and HTTP status, never by message: an SDK's error quotes the server's error body,
+    which may echo the prompt, and instructor's quotes the reply."""
+    cause = exc.__cause__ if isinstance(exc, InstructorRetryException) and exc.__cause__ else exc
+    status = getattr(cause, "status_code", None)
+    return type(cause).__name__ + (f" (HTTP {status})" if isinstance(status, int) else "")
+
+
 MODES = {
     "tools": instructor.Mode.TOOLS,
     "json_schema": instructor.Mode.JSON_SCHEMA,
@@ -112,7 +120,7 @@ class MemoryLLM:
                 LLM_CALLS.labels(purpose, "timeout").inc()
                 raise MemoryUnavailable(LLM_BUSY, f"{purpose} call timed out: {type(exc).__name__}") from exc
             LLM_CALLS.labels(purpose, "error").inc()
-            raise MemoryUnavailable("llm", f"{purpose} call failed: {type(exc).__name__}: {exc}") from exc
+            raise MemoryUnavailable("llm", f"{purpose} call failed: {_failure(exc)}") from exc
         LLM_CALLS.labels(purpose, "ok").inc()
         prompt_tokens, completion_tokens = _usage(completion)
         LLM_TOKENS.labels(purpose, "prompt").inc(prompt_tokens)
