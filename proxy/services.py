@@ -151,6 +151,7 @@ async def open_services(settings: Settings, http_client: httpx.AsyncClient | Non
                                 indexes=Indexes(pool, model=settings.embedding.model,
                                                 budget_bytes=settings.retrieval.index_mb << 20 if search_index else 0,
                                                 tokenize=tokenize),
+                                models=ModelsCache(settings.upstream.models_cache_max_age),
                                 direct_conninfo=direct)
             holding = search_index and settings.retrieval.index_mb > 0
             outbox_task = asyncio.create_task(outbox.run(stop_outbox))

@@ -159,6 +159,10 @@ class UpstreamSettings:
         "answering with the last list it gave (the wait goes on in the background and refreshes it). Below "
         "OpenWebUI's 10 s: a local server busy generating (llama.cpp) answers its model list only afterwards.",
         _positive_float)
+    models_cache_max_age: float = env("MODELS_CACHE_MAX_AGE", "86400", "Seconds a good model list is served in "
+        "place of a late or failing upstream's (`MODELS_TIMEOUT`); older, the upstream's error is the answer. A "
+        "day outlasts a local server's busy spells and a night's outage, yet a list is not served on for days "
+        "after the upstream changed it.", _positive_float)
 
 
 @dataclass(frozen=True)
