@@ -63,9 +63,16 @@ MEMORIES_INJECTED = Histogram(
 FAIL_OPEN = Counter(
     "memory_proxy_fail_open_total",
     "Turns whose memory search failed, by reason (embedder_error, embedder_timeout: the most recent "
-    "memories were injected instead; database_error, database_timeout, database_not_ready, internal_error: "
-    "relayed without memory; breaker_open: the database failed repeatedly and is not tried for a while).",
+    "memories were injected instead, as with embedder_breaker_open: the embedder failed repeatedly and is not "
+    "tried for a while; database_error, database_timeout, database_not_ready, internal_error: relayed without "
+    "memory; breaker_open: the database failed repeatedly and is not tried for a while).",
     ["reason"],
+)
+BREAKER_OPEN = Gauge(
+    "memory_proxy_breaker_open",
+    "1 while a part of the memory side is skipped after repeated failures (proxy/breaker.py), by part: database "
+    "(turns relayed without memory), embedder (the most recent memories instead of a search); else 0.",
+    ["part"],
 )
 INDEX_LOOKUPS = Counter(
     "memory_proxy_index_lookups_total",

@@ -39,6 +39,7 @@ class Services:
     uses: UseCounts  # injections counted for ranking, written in batches
     indexes: Indexes  # users' memories held between turns, searched without the database
     breaker: Breaker = field(default_factory=Breaker)  # retrieval skips a database that keeps failing
+    embedder_breaker: Breaker = field(default_factory=lambda: Breaker("embedder"))  # … and an embedder: recent memories
     models: ModelsCache = field(default_factory=ModelsCache)  # the last good /v1/models, for a busy upstream
     direct_conninfo: str = ""  # for what needs a session (LISTEN): DATABASE_DIRECT_URL behind a pooler
 
