@@ -86,7 +86,7 @@ def test_a_library_line_keeps_its_words_not_its_values(capsys: pytest.CaptureFix
         try:
             raise RuntimeError(MARKER)
         except RuntimeError:
-            logging.getLogger("uvicorn.error").exception("Exception in ASGI application")
+            logging.getLogger("asyncio").exception("Task exception was never retrieved")
     finally:
         structlog.reset_defaults()
     text = capsys.readouterr().err
