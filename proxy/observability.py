@@ -136,7 +136,8 @@ REDACTIONS = Counter("memory_proxy_redactions_total",
                      "Secrets replaced by [REDACTED: kind] before anything was stored, by kind.", ["kind"])
 LLM_CALLS = Counter("memory_proxy_llm_calls_total",
                     "Memory-LLM calls by purpose (extract, check, relate, forget) and outcome (ok, error, malformed, "
-                    "timeout: a busy server, retried without spending an attempt).",
+                    "timeout: a busy server, down: unreachable or HTTP 5xx/408/429; both retried without spending "
+                    "an attempt).",
                     ["purpose", "outcome"])
 LLM_TOKENS = Counter("memory_proxy_llm_tokens_total", "Memory-LLM tokens by purpose and kind (prompt, completion).",
                      ["purpose", "kind"])

@@ -265,10 +265,11 @@ class FormationSettings:
         "`memory-proxy jobs retry`).", _positive_int)
     retry_base_s: float = env("JOB_RETRY_BASE_SECONDS", "10", "Backoff after a failed attempt: base × "
         "2^(attempt−1), at most one hour.", _positive_float)
-    busy_max_s: float = env("JOB_BUSY_MAX_SECONDS", "3600", "A memory-LLM call that times out is a busy model "
-        "server (a local one queues formation behind chat), not a failure: its job is retried without spending "
-        "an attempt, after a backoff that grows with the job's age (a quarter of it, 10 s to 60 s), for this "
-        "long after the job was written; then timeouts count as failures.", _positive_float)
+    busy_max_s: float = env("JOB_BUSY_MAX_SECONDS", "3600", "A memory-LLM call that times out (a busy server: a "
+        "local one queues formation behind chat) or finds the server down (unreachable, HTTP 5xx, 408 or 429) is "
+        "not the job's failure: the job is retried without spending an attempt, after a backoff that grows with "
+        "its age (a quarter of it, 10 s to 60 s), for this long after it was written; then these count as "
+        "failures (`JOB_MAX_ATTEMPTS`). An outage shorter than this kills no job.", _positive_float)
     lease_s: float = env("JOB_LEASE_SECONDS", "120", "A running job whose worker has not renewed it for this "
         "long is taken over by another worker (crash recovery).", _positive_float)
     skip_trivial: bool = env("FORMATION_SKIP_TRIVIAL", "true", "Skip formation without any LLM call for "
