@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,6 +17,7 @@ import structlog
 from proxy.log_text import WITHHELD
 from proxy.observability import configure_logging, log
 from proxy.store import jobs
+from proxy.worker import Worker
 from tests.conftest import USER_A
 
 MARKER = "quokka-flowerpot-7"  # a fact only the model's reply (or the server's error body) holds
@@ -43,6 +45,8 @@ async def test_no_line_of_a_job_quotes_the_memory_llm(db: Any, worker: Any, memo
                                                        stderr_text: Any, hostile: Any) -> None:
     hostile(memory_llm, outside)
     await jobs.enqueue(db, user_id=USER_A, said_at=datetime.now(UTC), payload={"user_message": "where is my key?"})
+    worker = Worker(pool=worker.pool, embedder=worker.embedder, llm=worker.llm,  # one attempt: no retry in the run
+                    settings=replace(worker.settings, retry_base_s=60))
     assert await worker.run_until_idle() == 1
     text = stderr_text()
     lines = [json.loads(line) for line in text.splitlines()]
