@@ -62,9 +62,10 @@ def test_the_breaker_s_state_is_a_gauge_per_part_and_its_changes_are_logged() ->
 
 async def test_a_hung_embedder_costs_a_turn_milliseconds_once_its_breaker_opens(
         proxy: Any, outside: Any, db: Any) -> None:
-    """While the embedder hangs, every memory turn paid its embedding share of the budget (0.7 s here, 1.05 s
-    by default). Now three do; then turns skip the embedder, and still get the most recent memories."""
-    client = await proxy(RETRIEVAL_TIMEOUT_MS="1000")
+    """While the embedder hangs, every memory turn paid its embedding share of the budget (2.1 s here, 1.05 s
+    by default). Now three do; then turns skip the embedder, and still get the most recent memories. (A long
+    budget, so that a turn slowed by a loaded machine is still told apart from one that waited for it.)"""
+    client = await proxy(RETRIEVAL_TIMEOUT_MS="3000")
     memory_id = await add_memory(db, USER_A, BERLIN)
     breaker = client.app.state.services.embedder_breaker
     now = [0.0]
@@ -87,16 +88,16 @@ async def test_a_hung_embedder_costs_a_turn_milliseconds_once_its_breaker_opens(
 
     skipped = metric("memory_proxy_fail_open_total", reason="embedder_breaker_open")
     tried = [await turn() for _ in range(breaker.threshold)]
-    assert [calls for _, calls, _ in tried] == [1, 2, 3] and all(took >= 0.7 for took, _, _ in tried)
+    assert [calls for _, calls, _ in tried] == [1, 2, 3] and all(took >= 2.1 for took, _, _ in tried)
     assert metric("memory_proxy_breaker_open", part="embedder") == 1
     for _ in range(3):  # open: no call, milliseconds, and the most recent memories all the same
         took, calls, injected = await turn()
-        assert calls == 3 and took < 0.35 and injected == memory_id
+        assert calls == 3 and took < 1.0 and injected == memory_id
     assert metric("memory_proxy_fail_open_total", reason="embedder_breaker_open") == skipped + 3
 
     now[0] = 5.0  # the cool-down is over: one turn probes, and the embedder still hangs
     took, calls, injected = await turn()
-    assert calls == 4 and took >= 0.7 and injected == memory_id
+    assert calls == 4 and took >= 2.1 and injected == memory_id
     now[0] = 14.0  # the failed probe doubled the cool-down (10 s)
     assert (await turn())[1] == 4
     hung.set()  # the embedder is back: the next probe closes the breaker, and turns search again
