@@ -106,7 +106,7 @@ async def _retrieved(services: Services, user_id: str, body: dict[str, Any]) -> 
             raise MemoryUnavailable("breaker_open", "the database failed repeatedly: not tried for a while")
         found = await retrieve_turn(pool=services.pool, embedder=services.embedder, user_id=user_id,
                                     query=latest_user_text(messages).strip(), settings=retrieval,
-                                    indexes=services.indexes)
+                                    indexes=services.indexes, embedder_breaker=services.embedder_breaker)
         services.breaker.success()
     except MemoryUnavailable as exc:
         if exc.reason.startswith("database_") and exc.reason != "database_not_ready":

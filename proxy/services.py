@@ -41,6 +41,7 @@ class Services:
     indexes: Indexes  # users' memories held between turns, searched without the database
     scanner: Scanner  # secret scans and fact checks off the event loop (worker processes, started on first use)
     breaker: Breaker = field(default_factory=Breaker)  # retrieval skips a database that keeps failing
+    embedder_breaker: Breaker = field(default_factory=lambda: Breaker("embedder"))  # … and an embedder: recent memories
     models: ModelsCache = field(default_factory=ModelsCache)  # the last good /v1/models, for a busy upstream
     direct_conninfo: str = ""  # for what needs a session (LISTEN): DATABASE_DIRECT_URL behind a pooler
 
@@ -156,6 +157,7 @@ async def open_services(settings: Settings, http_client: httpx.AsyncClient | Non
                                                 tokenize=tokenize),
                                 scanner=Scanner(workers=settings.server.scan_workers,
                                                 timeout_s=settings.server.scan_timeout_s),
+                                models=ModelsCache(settings.upstream.models_cache_max_age),
                                 direct_conninfo=direct)
             holding = search_index and settings.retrieval.index_mb > 0
             outbox_task = asyncio.create_task(outbox.run(stop_outbox))

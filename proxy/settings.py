@@ -166,6 +166,10 @@ class UpstreamSettings:
         "answering with the last list it gave (the wait goes on in the background and refreshes it). Below "
         "OpenWebUI's 10 s: a local server busy generating (llama.cpp) answers its model list only afterwards.",
         _positive_float)
+    models_cache_max_age: float = env("MODELS_CACHE_MAX_AGE", "86400", "Seconds a good model list is served in "
+        "place of a late or failing upstream's (`MODELS_TIMEOUT`); older, the upstream's error is the answer. A "
+        "day outlasts a local server's busy spells and a night's outage, yet a list is not served on for days "
+        "after the upstream changed it.", _positive_float)
 
 
 @dataclass(frozen=True)
@@ -271,10 +275,11 @@ class FormationSettings:
         "`memory-proxy jobs retry`).", _positive_int)
     retry_base_s: float = env("JOB_RETRY_BASE_SECONDS", "10", "Backoff after a failed attempt: base × "
         "2^(attempt−1), at most one hour.", _positive_float)
-    busy_max_s: float = env("JOB_BUSY_MAX_SECONDS", "3600", "A memory-LLM call that times out is a busy model "
-        "server (a local one queues formation behind chat), not a failure: its job is retried without spending "
-        "an attempt, after a backoff that grows with the job's age (a quarter of it, 10 s to 60 s), for this "
-        "long after the job was written; then timeouts count as failures.", _positive_float)
+    busy_max_s: float = env("JOB_BUSY_MAX_SECONDS", "3600", "A memory-LLM call that times out (a busy server: a "
+        "local one queues formation behind chat) or finds the server down (unreachable, HTTP 5xx, 408 or 429) is "
+        "not the job's failure: the job is retried without spending an attempt, after a backoff that grows with "
+        "its age (a quarter of it, 10 s to 60 s), for this long after it was written; then these count as "
+        "failures (`JOB_MAX_ATTEMPTS`). An outage shorter than this kills no job.", _positive_float)
     lease_s: float = env("JOB_LEASE_SECONDS", "120", "A running job whose worker has not renewed it for this "
         "long is taken over by another worker (crash recovery).", _positive_float)
     skip_trivial: bool = env("FORMATION_SKIP_TRIVIAL", "true", "Skip formation without any LLM call for "
@@ -328,8 +333,9 @@ class LogSettings:
         "is generated on first start and kept in the data dir, so that nobody can recompute a pseudonym from "
         "a guessable id.", default="", repr=False)
     memory_text: bool = env("LOG_MEMORY_TEXT", "true", "Log the text of facts in `memory_decision` lines. "
-        "`false`: only their actions, ids and lengths (logs then hold no memory text, which an erase cannot "
-        "reach).", _bool, in_code=True)
+        "`false`: only their actions, ids and lengths, and of exception text, tracebacks and libraries' lines "
+        "(which may quote a turn or a model reply) only type names, frames and the libraries' own words: logs "
+        "then hold no memory text, which an erase cannot reach.", _bool, in_code=True)
 
 
 @dataclass(frozen=True)

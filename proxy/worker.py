@@ -27,7 +27,7 @@ from psycopg_pool import AsyncConnectionPool
 from .errors import MemoryUnavailable
 from .memory.embed import Embedder
 from .memory.formation import Formation, Turn, form
-from .memory.llm import LLM_BUSY, MemoryLLM
+from .memory.llm import WAITING, MemoryLLM
 from .memory.maintain import maintain_if_free
 from .memory.resolve import Resolution
 from .observability import (
@@ -190,7 +190,7 @@ class Worker:
     async def _fail(self, job: jobs.Job, exc: Exception) -> str:
         try:
             async with self.pool.connection() as conn, user_scope(conn, job.user_id):
-                busy = isinstance(exc, MemoryUnavailable) and exc.reason == LLM_BUSY
+                busy = isinstance(exc, MemoryUnavailable) and exc.reason in WAITING
                 status = await jobs.fail(conn, job_id=job.id, worker_id=self.worker_id,
                                          error=f"{type(exc).__name__}: {exc}",
                                          max_attempts=self.settings.max_attempts,
