@@ -46,7 +46,7 @@ async def test_no_line_of_a_job_quotes_the_memory_llm(db: Any, worker: Any, memo
     hostile(memory_llm, outside)
     await jobs.enqueue(db, user_id=USER_A, said_at=datetime.now(UTC), payload={"user_message": "where is my key?"})
     worker = Worker(pool=worker.pool, embedder=worker.embedder, llm=worker.llm,  # one attempt: no retry in the run
-                    settings=replace(worker.settings, retry_base_s=60))
+                    settings=replace(worker.settings, retry_base_s=60), scanner=worker.scanner)
     assert await worker.run_until_idle() == 1
     text = stderr_text()
     lines = [json.loads(line) for line in text.splitlines()]

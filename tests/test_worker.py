@@ -372,7 +372,7 @@ async def test_a_request_the_memory_llm_refuses_still_spends_attempts(db: Any, w
     outside.routes["memory_llm"].respond(400, json={"error": {"message": "bad request", "type": "invalid_request"}})
     await jobs.enqueue(db, user_id=USER_A, said_at=datetime.now(UTC), payload={"user_message": BUN_MSG})
     worker = Worker(pool=worker.pool, embedder=worker.embedder, llm=worker.llm,  # one attempt per round
-                    settings=replace(worker.settings, retry_base_s=60))
+                    settings=replace(worker.settings, retry_base_s=60), scanner=worker.scanner)
     for attempt in range(1, worker.settings.max_attempts + 1):
         await aged(db, "interval '1 second'")
         assert await worker.run_until_idle() == 1
