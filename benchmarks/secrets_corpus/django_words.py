@@ -4,7 +4,7 @@
 the gettext catalogs of `django.contrib.auth` and `django.contrib.admin` (translated by Django's Transifex
 teams; BSD-3-Clause). It writes:
 - proxy/redact/password_words.json: every locale's translation of the msgids "password" and "Password" (lower-cased,
-  deduplicated), the words after which proxy/redact/stated.py looks for a stated password in any language;
+  deduplicated), the words beside which proxy/redact/nearby.py looks for a stated password in any language;
 - benchmarks/secrets_corpus/django_lookalikes.jsonl: every translation of a msgid that mentions a password
   ("Your password can't be entirely numeric.") and has no %-placeholder: real sentences about passwords, in
   every language, that must stay whole. Split like the rest of the corpus, by a hash decided before use.

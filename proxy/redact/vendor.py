@@ -1,8 +1,8 @@
 """Credentials by their vendor's format, by our own patterns and detect-secrets' plugins: what the maintained
 rule sets (proxy/leaks.py, proxy/kingfisher.py) miss or match too narrowly in chat text.
 
-Library: Yelp's detect-secrets (pure Python, offline, maintained). Only its `analyze_string` is used, so
-nothing is ever verified over the network.
+Library: three plugins of Yelp's detect-secrets (pure Python, offline, maintained; see _LIBRARY). Only their
+`analyze_string` is used, so nothing is ever verified over the network.
 
 Decisions:
 - Connection strings (any `scheme://user:password@host`): only the password goes; scheme, user, host, port
@@ -15,6 +15,10 @@ Decisions:
   case, broken up by capitals and digits as no identifier is ("getUserAccountSettings2FAEnabled" stays), and
   not base64 of plain text. Hex digests have one case and stay. About 1 random key in 5,000 looks too tame and
   is missed, unless a key word introduces it.
+- Webhook URLs (Discord, Teams): the path after the host goes, the host stays. HTTP basic credentials go when
+  the base64 after "Basic" decodes to user:password. A private key pasted without its BEGIN/END lines goes
+  when its base64 decodes to a DER sequence that opens with a version number (or is an OpenSSH key), with
+  the lines that continue it.
 - Other bare hex/base64 strings (git commit hashes short or long, UUIDs, checksums) stay: a value is redacted
   only when its format is a known credential or a key/token/secret/password word introduces it.
 """
