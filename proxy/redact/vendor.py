@@ -72,7 +72,9 @@ def _der_private_key(value: str) -> bool:
 
 
 # Patterns begin with a literal or a small character class and check word boundaries only after it
-# (a lookbehind): that lets the regex engine skip ahead, which is most of the speed.
+# (a lookbehind): that lets the regex engine skip ahead, which is most of the speed. Each one catches, on the
+# published samples, tests/fixtures/secrets.json or tests/test_vendor.py, a secret (or names its kind) that
+# the two maintained rule sets do not; GitHub's, Slack's and Google's patterns, which did not, are theirs.
 RULES = [
     Rule("private_key", ("private key",), re.compile(
         r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
@@ -88,11 +90,7 @@ RULES = [
     Rule("aws_key", ("aws", "AKIA", "ASIA"), re.compile(  # secret access key: after "aws … secret", a key id
         r"[wWKS](?:(?i:(?<=aw)s)[\w\s'-]{0,30}?(?i:secret)|(?<=A[KS])IA[A-Z0-9]{16})[\w\s'\",;:=/-]{0,40}?"
         r"(?<![A-Za-z0-9+])(?P<v>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"), "v", check=random_key),
-    Rule("github_token", ("gh", "github_pat_"),
-          re.compile(r"(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b")),
-    Rule("slack_token", ("xox",), re.compile(r"xox[abposre]-[A-Za-z0-9-]{10,}")),
     Rule("api_key", ("sk-",), re.compile(r"sk-(?<![\w-]sk-)[A-Za-z0-9_-]{20,}")),  # OpenAI, Anthropic
-    Rule("api_key", ("aiza",), re.compile(r"AIza[0-9A-Za-z_-]{35,}")),  # Google
     Rule("api_key", ("k_live_", "k_test_", "whsec_"),  # Stripe
           re.compile(r"(?:[rs]k_(?:live|test)|whsec)_[0-9A-Za-z]{24,}\b")),
     # By prefix, in a sentence too (the rule sets want most of these after an assignment): Hugging Face, Groq,
