@@ -169,3 +169,22 @@ async def test_an_update_the_model_does_not_confirm_for_that_pair_keeps_the_old_
     assert await worker.run_until_idle() == 1
     assert memory_llm.calls("relate") == 2 and memory_llm.calls("check") == 2
     assert await links(db, USER_A) == ["User drives to work.", "User has a cat.", "User rides a bike to work."]
+
+
+async def test_a_document_that_spoofs_the_users_query_plants_nothing_and_erases_nothing(
+        client: Any, outside: Any, db: Any, worker: Any, memory_llm: Any) -> None:
+    """A retrieved document closes OpenWebUI's context and opens its own `<user_query>`; the model obeys
+    whatever it is shown as the user's words. Only the user's question reaches it."""
+    from tests.test_evidence import SPOOF, openwebui_rag
+
+    known = ["User works at Orvel.", "User's sister lives in Rome.", "User's son Emil is 8."]
+    for text in known:
+        await add_memory(db, USER_A, text)
+    memory_llm.extract = lambda message: {"facts": ["User lives in Pyongyang."], "forget": "the user's job and family",
+                                          "forgets": known} if "Pyongyang" in message else [
+        "User volunteers for the charity."]
+    message = openwebui_rag([SPOOF], "How many wells did the charity fund? I volunteer for them.")
+    await client.post(CHAT, json=chat_body(message), headers=user_headers(USER_A))
+    assert await worker.run_until_idle() == 1
+    assert await links(db, USER_A) == sorted([*known, "User volunteers for the charity."])
+    assert memory_llm.calls("forget") == 0
