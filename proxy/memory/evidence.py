@@ -5,9 +5,9 @@ LLM's to judge (memory/extract.py, memory/resolve.py). These rules only guard wh
 trusted with:
 
 - `own_words(message)` — provenance. Only the user's own words are a source of facts: OpenWebUI's RAG
-  template (`_rag`: the documents and the template's instructions are not the user's), fenced code, block
-  quotes, text between separator lines
-  (`---`: pasted e-mails and documents) and long quoted passages are left out; prompt tags and chat-template
+  template (`_rag`: the documents and the template's instructions are not the user's), fenced code and
+  triple-quoted blocks, block quotes, text between separator lines (`---`: pasted e-mails and documents)
+  and long quoted passages (40 characters, a Han or kana one counting two) are left out; prompt tags and chat-template
   tokens are removed (the sentence kept); sentences that address a machine ("SYSTEM:", "ignore previous
   instructions", "note to the AI", statements about "the user" in the third person) and sentences that held
   a secret (redacted before the job was written: "My key is [REDACTED: api_key]") are left out. What is
@@ -49,10 +49,11 @@ _RAG_QUERY = re.compile(r"<user_query>\s*(.*?)\s*</user_query>", re.S | re.I)
 _CONTEXT_OPEN = re.compile(r"<context>", re.I)
 _CONTEXT_CLOSE = re.compile(r"</context>", re.I)
 _RAG_TASK = re.compile(r"^###\s*Task:", re.M)  # the first line of OpenWebUI's RAG template (and of its tasks)
-_FENCED = re.compile(r"```.*?(?:```|\Z)", re.S)
+_FENCED = re.compile(r"(```|\"\"\"|''').*?(?:\1|\Z)", re.S)  # code fences, and triple-quoted blocks
 _BLOCK_QUOTE = re.compile(r"^[ \t]*>.*$", re.M)
 _SEPARATED = re.compile(r"^[ \t]*([-=*_~])\1{2,}[ \t]*$.*?(?:^[ \t]*\1{3,}[ \t]*$|\Z)", re.S | re.M)
-_LONG_QUOTE = re.compile(r'["“”«»„]([^"“”«»„\n]{40,})["“”«»„]')  # someone else's words, not the user's
+_QUOTE = re.compile(r'["“”«»„「『]([^"“”«»„「」『』\n]{16,})["“”«»„」』]')  # someone else's words, if long
+LONG_QUOTE = 40  # characters of a script with spaces; a Han or kana character counts as two (it says more)
 _TAGS = re.compile(r"<\|[^|>\n]{1,30}\|>|</?[a-z_][a-z0-9_-]{0,30}\s*/?>", re.I)  # <user_message>, <|im_end|>
 _MACHINE_ADDRESSED = re.compile(r"""(?ix)
     ^\W*(system|assistant|ai|memory|instructions?)\s*:          # role labels
@@ -98,6 +99,10 @@ def _sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
 
 
+def _width(text: str) -> int:
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
 def _rag(message: str) -> tuple[str, list[str]]:
     """The part of `message` that can be the user's, and the part of OpenWebUI's RAG template that is not.
 
@@ -129,9 +134,13 @@ def _rag(message: str) -> tuple[str, list[str]]:
 def own_words(message: str) -> OwnWords:
     """The sentences of `message` that are the user's own (see the module docstring)."""
     text, left_out = _rag(message)
-    for pasted in (_FENCED, _SEPARATED, _BLOCK_QUOTE, _LONG_QUOTE):
+    for pasted in (_FENCED, _SEPARATED, _BLOCK_QUOTE):
         left_out += [m.group(0) for m in pasted.finditer(text)]
         text = pasted.sub(_OMITTED, text)
+    quotes = [m for m in _QUOTE.finditer(text) if _width(m.group(1)) >= LONG_QUOTE]
+    left_out += [m.group(0) for m in quotes]
+    for m in reversed(quotes):
+        text = text[:m.start()] + _OMITTED + text[m.end():]
     text = _TAGS.sub(" ", text)
     kept: dict[str, None] = {}  # in order, each once
     for sentence in _sentences(text):
