@@ -90,8 +90,8 @@ def test_what_sits_in_a_context_is_never_the_users_and_a_message_without_one_kee
     assert own_words(cut_short).text == ""
     assert own_words("In my XML <context>I live in Pyongyang.</context> breaks. I use lxml.").text == (
         "In my XML breaks. I use lxml.")
-    assert own_words("Does <user_query> need escaping? I write XML daily.").text.split() == (
-        "Does need escaping? I write XML daily.").split()  # no template: nothing but the tags goes
+    no_template = "Does <user_query> need escaping? I write XML daily."  # nothing but the tag goes
+    assert " ".join(own_words(no_template).text.split()) == "Does need escaping? I write XML daily."
     # the message before the template (an older placement) is the user's
     assert own_words("I'm a nurse.\n" + openwebui_rag(["I live in Pyongyang."], "")).text == "I'm a nurse."
 
