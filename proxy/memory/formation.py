@@ -6,9 +6,9 @@ trusted with (provenance, secrets, grounding, size, duplicates, the flip-flop ru
 1. Provenance (memory/evidence.own_words): only the user's own words reach the model; pasted documents,
    RAG context, code, quotes and lines addressed to a machine are left out (and kept apart: no fact may
    come from them). A turn with no words left, or only "ok thanks" (FORMATION_SKIP_TRIVIAL), stops here.
-   Then the provenance call (memory/provenance.py, FORMATION_PROVENANCE_CHECK) may leave out more: the
-   parts the model reads as pasted text, someone else's words or lines addressed to an AI, in any
-   language; a failed call falls back to the rules' result (noted in `malformed`).
+   Then the provenance call (memory/provenance.py; FORMATION_PROVENANCE_CHECK, off by default) may leave
+   out more: the parts the model reads as pasted text, someone else's words or lines addressed to an AI,
+   in any language; a failed call falls back to the rules' result (noted in `malformed`).
 2. The extraction call (memory/extract.py) reads the own words (and the assistant's message before, for
    reference): the new lasting facts, each typed, and what the user asks to forget, if anything.
 3. A forget request: the user's memories nearest to what it names are shown to the model, which picks
