@@ -12,7 +12,9 @@ Endpoints:
   apart), a ``finish_reason`` chunk, a usage chunk when ``stream_options.include_usage``, then
   ``data: [DONE]``. Otherwise one JSON ``chat.completion``: no delay, except that a memory-LLM
   extraction call (``memory_llm_answer``) is answered after ``--llm-delay-ms`` (default 0), so that a
-  formation job's model time is fixed and known (benchmarks.flood).
+  formation job's model time is fixed and known (benchmarks.flood). A message holding ``MANY_FACTS``
+  gets ``MANY_FACTS_COUNT`` facts full of names found nowhere (benchmarks.stall: the most costly reply
+  for formation's checks).
 - ``POST /v1/embeddings``: instant; vectors are a deterministic hashing-trick bag of words (lowercase
   word tokens hashed into ``--dims`` buckets, L2-normalised), so texts sharing words are more similar,
   plus a little dense noise seeded by the text: real embeddings are dense, and a sparse vector is
@@ -74,13 +76,26 @@ def embed(text: str, dims: int) -> list[float]:
 _MESSAGE = re.compile(r"<message>\n(.*?)\n</message>", re.DOTALL)
 
 
+MANY_FACTS = "[many-facts]"
+MANY_FACTS_COUNT = 40
+
+
+def many_facts() -> list[dict]:
+    """MANY_FACTS_COUNT facts of 24 words, 20 of them capitalised names that no text of the turn holds."""
+    return [{"fact": "User met " + " ".join(f"Qzx{i}v{j}ertunk" for j in range(20)) + " there",
+             "type": "relationship", "replaces": 0} for i in range(MANY_FACTS_COUNT)]
+
+
 def memory_llm_answer(body: dict) -> str | None:
     """An instant memory LLM (JSON mode) for formation benchmarks: the formation call (prompts/
-    extract_turn.md) gets one fact made of the user's own words, so that it passes the evidence check."""
+    extract_turn.md) gets one fact made of the user's own words, so that it passes the evidence check
+    (``many_facts()`` when the message holds MANY_FACTS)."""
     messages = body.get("messages") or [{}]
     match = _MESSAGE.search(str(messages[-1].get("content", "")))
     if not match:
         return None
+    if MANY_FACTS in match.group(1):
+        return json.dumps({"facts": many_facts()})
     said = " ".join(match.group(1).split()[:12])
     return json.dumps({"facts": [{"fact": f"User said {said}", "type": "preference", "replaces": 0}] if said else []})
 

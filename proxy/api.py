@@ -11,9 +11,7 @@ is a 404, whoever else holds it: nothing tells that another user's id exists.
 
 from __future__ import annotations
 
-import base64
-import json
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -27,6 +25,18 @@ from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 from litestar.static_files import create_static_files_router
 
 from . import export
+from .api_input import (
+    MAX_BODY_BYTES,
+    BadCursor,
+    MemoryIn,
+    MemoryPatch,
+    check_type,
+    checked_request,
+    clean_content,
+    decode_cursor,
+    encode_cursor,
+    reason_text,
+)
 from .auth import bearer_token, checked_user_id, read_user_id
 from .errors import (
     AuthenticationFailed,
@@ -37,22 +47,20 @@ from .errors import (
     NotFound,
     Unavailable,
 )
-from .memory.content import MAX_MEMORY_BYTES, UNSTORABLE, memory_content
 from .memory.document import embedding_text
 from .memory.embed import embed_one
 from .memory.retrieve import retrieve_memories
 from .observability import log
 from .schemas import FactAttributes
 from .services import Services
-from .settings import MEMORY_TYPES
 from .store import keys, manage, memories
 
 API_PREFIX = "/api/v1"
 BROWSER_DIR = Path(__file__).parent / "browser"
 MAX_STATIC_PATH = 256
 PAGE_LIMIT = 50
-BODY_METHODS = frozenset({"POST", "PATCH", "PUT"})
 MAX_PAGE_LIMIT = 200
+
 
 
 
@@ -100,54 +108,6 @@ def _only(identity: str, named: str | None) -> str:
 
 # ---------------------------------------------------------------- input
 
-@dataclass
-class MemoryIn:
-    content: str
-    memory_type: str = "preference"
-    pinned: bool = False
-
-
-@dataclass
-class MemoryPatch:
-    content: str | None = None
-    memory_type: str | None = None
-    pinned: bool | None = None
-    reason: str | None = None
-
-
-def _clean_content(raw: str) -> str:
-    content = memory_content(raw)
-    if not content.text:
-        raise BadRequest("content is empty", param="content", code="empty_content")
-    if len(content.text.encode("utf-8", "surrogatepass")) > MAX_MEMORY_BYTES:
-        raise BadRequest(f"content is over {MAX_MEMORY_BYTES} bytes", param="content", code="content_too_long")
-    if content.problem:
-        raise BadRequest(content.problem, param="content", code="unstorable_text")
-    return content.text
-
-
-async def _checked_request(request: Request[Any, Any, Any]) -> None:
-    """Every path and query parameter of the API must be text PostgreSQL can hold, and a body must not nest
-    deeper than the decoder's recursion limit: a clear 400 here, not a database error or a 500 later."""
-    for name, value in [*request.path_params.items(), *request.query_params.multi_items()]:
-        if isinstance(value, str) and UNSTORABLE.search(value):
-            raise BadRequest(f"{name} holds NUL or a lone surrogate", param=name, code="unstorable_text")
-    if request.method in BODY_METHODS:
-        try:  # the API's bodies are small: decoding one twice costs little
-            json.loads(await request.body())
-        except RecursionError as exc:
-            raise BadRequest("the request body nests too deep", code="nested_too_deep") from exc
-        except ValueError:
-            pass  # not JSON: the route's own decoding answers it with a 400
-
-
-def _check_type(memory_type: str) -> str:
-    if memory_type not in MEMORY_TYPES:
-        raise BadRequest(f"unknown memory type {memory_type!r} (types: {', '.join(MEMORY_TYPES)})",
-                         param="memory_type", code="bad_type")
-    return memory_type
-
-
 def _attributes(services: Services, memory_type: str, stated_at: datetime, old: dict[str, Any] | None = None
                 ) -> FactAttributes:
     return FactAttributes(memory_type=memory_type, importance=(old or {}).get("importance"),
@@ -170,24 +130,6 @@ async def _memory_or_404(services: Services, user_id: str, memory_id: str, *, ac
     return found
 
 
-class BadCursor(ValueError):
-    """A pagination cursor this API did not write."""
-
-
-def encode_cursor(memory: dict[str, Any]) -> str:
-    """The page's last memory, (created_at, id), as an opaque cursor."""
-    raw = json.dumps([memory["created_at"].isoformat(), memory["id"]]).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> tuple[datetime, str]:
-    try:
-        created, vector_id = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        return datetime.fromisoformat(created), str(vector_id)
-    except (ValueError, TypeError) as exc:
-        raise BadCursor("the cursor is not one this API returned") from exc
-
-
 # ---------------------------------------------------------------- routes
 
 @get("/memories", summary="List active memories, newest first (cursor pagination)")
@@ -204,7 +146,7 @@ async def list_memories(
     except BadCursor as exc:
         raise BadRequest(str(exc), param="cursor", code="bad_cursor") from exc
     async with _services(request).pool.connection() as conn:
-        found = await manage.list_memories(conn, user_id, memory_type=memory_type and _check_type(memory_type),
+        found = await manage.list_memories(conn, user_id, memory_type=memory_type and check_type(memory_type),
                                            pinned=pinned, text=(q or "").strip() or None, after=after,
                                            limit=limit + 1)
     page = found[:limit]
@@ -241,21 +183,23 @@ async def get_memory(request: Request[Any, Any, Any], user_id: NamedDependency[s
 async def create_memory(request: Request[Any, Any, Any], user_id: NamedDependency[str],
                         data: JSONBody[MemoryIn]) -> Response[dict[str, Any]]:
     services = _services(request)
-    content, memory_type = _clean_content(data.content), _check_type(data.memory_type)
+    memory_type = check_type(data.memory_type)
+    content = await clean_content(services, data.content)
+    cap = services.settings.formation.max_memories
     async with services.pool.connection() as conn:
         existing = await memories.find_same_text(conn, user_id, content)
         if existing is None:
-            cap = services.settings.formation.max_memories
-            if await memories.count_memories(conn, user_id) >= cap:
-                log.warning("memory_limit", limit="max_memories_per_user", user_id=user_id, active=cap)
-                raise Conflict(f"this user holds {cap} active memories (MAX_MEMORIES_PER_USER): delete some first",
-                               code="memory_cap")
+            if await memories.count_memories(conn, user_id) >= cap:  # before embedding; checked again when added
+                raise _at_cap(user_id, cap)
             stated_at = services.clock()
             embedding = await _embed(services, content, stated_at)
-            existing = await memories.add_or_find_memory(
-                conn, user_id=user_id, content=content, embedding=embedding, model=services.embedder.model,
-                stated_at=stated_at, metadata={"type": "memory", "source": "api"},
-                attributes=_attributes(services, memory_type, stated_at))
+            try:
+                existing = await memories.add_within_cap(
+                    conn, user_id=user_id, max_memories=cap, content=content, embedding=embedding,
+                    model=services.embedder.model, stated_at=stated_at, metadata={"type": "memory", "source": "api"},
+                    attributes=_attributes(services, memory_type, stated_at))
+            except memories.MemoryCapReached as exc:
+                raise _at_cap(user_id, cap) from exc
             status = 201
         else:
             status = 200
@@ -264,13 +208,21 @@ async def create_memory(request: Request[Any, Any, Any], user_id: NamedDependenc
         return Response(await manage.get_memory(conn, user_id, existing) or {}, status_code=status)
 
 
+def _at_cap(user_id: str, cap: int) -> Conflict:
+    log.warning("memory_limit", limit="max_memories_per_user", user_id=user_id, active=cap)
+    return Conflict(f"this user holds {cap} active memories (MAX_MEMORIES_PER_USER): delete some first",
+                    code="memory_cap")
+
+
 @patch("/memories/{memory_id:str}", summary="Edit: new content is re-embedded as a new version; pin; retype")
 async def edit_memory(request: Request[Any, Any, Any], user_id: NamedDependency[str], memory_id: FromPath[str],
                       data: JSONBody[MemoryPatch]) -> dict[str, Any]:
     services = _services(request)
+    reason = reason_text(data.reason, "edited by the user")
+    memory_type = check_type(data.memory_type) if data.memory_type is not None else None
     old = await _memory_or_404(services, user_id, memory_id)
-    content = _clean_content(data.content) if data.content is not None else old["content"]
-    memory_type = _check_type(data.memory_type) if data.memory_type is not None else old["memory_type"]
+    content = await clean_content(services, data.content) if data.content is not None else old["content"]
+    memory_type = memory_type or old["memory_type"]
     current = memory_id
     if content != old["content"] or memory_type != old["memory_type"]:
         stated_at = old["stated_at"]
@@ -279,8 +231,8 @@ async def edit_memory(request: Request[Any, Any, Any], user_id: NamedDependency[
             try:
                 new_id = await manage.edit_memory(
                     conn, user_id, memory_id, content=content, embedding=embedding, model=services.embedder.model,
-                    attributes=_attributes(services, memory_type, stated_at, old),
-                    reason=(data.reason or "").strip() or "edited by the user")
+                    attributes=_attributes(services, memory_type, stated_at, old), reason=reason,
+                    max_versions=services.settings.formation.max_versions)
             except manage.EditConflict as exc:
                 raise Conflict(str(exc), param="content") from exc
         if new_id is None:
@@ -313,8 +265,9 @@ async def unpin_memory(request: Request[Any, Any, Any], user_id: NamedDependency
 @delete("/memories/{memory_id:str}", status_code=200, summary="Delete for this user (restorable from history)")
 async def delete_memory(request: Request[Any, Any, Any], user_id: NamedDependency[str], memory_id: FromPath[str],
                         reason: FromQuery[str | None] = None) -> dict[str, Any]:
+    reason = reason_text(reason, "deleted by the user")
     async with _services(request).pool.connection() as conn:
-        if not await manage.delete_memory(conn, user_id, memory_id, (reason or "").strip() or "deleted by the user"):
+        if not await manage.delete_memory(conn, user_id, memory_id, reason):
             raise NotFound(f"no active memory {memory_id!r} for this user", param="id")
     return {"id": memory_id, "deleted": True}
 
@@ -333,11 +286,14 @@ async def restore_memory(request: Request[Any, Any, Any], user_id: NamedDependen
                          memory_id: FromPath[str]) -> dict[str, Any]:
     services = _services(request)
     await _memory_or_404(services, user_id, memory_id, active=False)
+    cap = services.settings.formation.max_memories
     async with services.pool.connection() as conn:
         try:
-            replaced = await memories.restore_memory(conn, user_id=user_id, vector_id=memory_id)
+            replaced = await memories.restore_memory(conn, user_id=user_id, vector_id=memory_id, max_memories=cap)
         except memories.RestoreConflict as exc:
             raise Conflict(str(exc), param="id") from exc
+        except memories.MemoryCapReached as exc:
+            raise _at_cap(user_id, cap) from exc
     return {"memory": await _memory_or_404(services, user_id, memory_id), "replaced": replaced}
 
 
@@ -372,7 +328,8 @@ API = Router(
     route_handlers=[list_memories, search_memories, get_memory, create_memory, edit_memory, pin_memory,
                     unpin_memory, delete_memory, memory_history, restore_memory, export_memories, erase_user],
     dependencies={"user_id": Provide(acting_user)},
-    before_request=_checked_request,
+    before_request=checked_request,
+    request_max_body_size=MAX_BODY_BYTES,
     tags=["memories"],
 )
 # The page loads nothing but its own files: no inline script, no frame around it, no guessed types.

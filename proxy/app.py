@@ -65,9 +65,10 @@ def _unexpected_error(request: Request[Any, Any, Any], exc: Exception) -> Respon
 
 
 def create_app(settings: Settings, http_client: httpx.AsyncClient | None = None, *,
-               clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> Litestar:
+               clock: Callable[[], datetime] = lambda: datetime.now(UTC), warm_scanner: bool = False) -> Litestar:
     """`clock` says when a turn or an API-created memory is stated; the formation benchmark replays
-    scripted days through it."""
+    scripted days through it. `warm_scanner` (serve): the scanner's worker processes start in the
+    background at once, not on the first long turn (tests leave them to start when needed)."""
     key_checker = KeyChecker(load_api_keys(settings.server))
 
     @asynccontextmanager
@@ -75,6 +76,7 @@ def create_app(settings: Settings, http_client: httpx.AsyncClient | None = None,
         async with open_services(settings, http_client, wait_for_database=False, search_index=True,
                                  clock=clock) as services:
             app.state.services = services
+            warming = asyncio.create_task(services.scanner.warm_up()) if warm_scanner else None
             stop = asyncio.Event()
             worker_task = None
             if settings.formation.enabled and settings.formation.in_process_worker:
@@ -91,6 +93,8 @@ def create_app(settings: Settings, http_client: httpx.AsyncClient | None = None,
                 stop.set()
                 if worker_task:
                     await worker_task
+                if warming:
+                    await warming
                 log.info("stopped")
 
     app = Litestar(

@@ -16,6 +16,7 @@ gives the same verdict as the whole rule set on every line.
 from __future__ import annotations
 
 import re
+import threading
 import tomllib
 from collections.abc import Iterator
 from contextlib import suppress
@@ -29,6 +30,17 @@ from pybetterleaks import BetterleaksConfig, PyBetterleaksError, scan_text
 RULES_FILE = Path(__file__).with_name("betterleaks.toml")
 ScanFailed = PyBetterleaksError  # the engine could not scan a text (timeout, native error)
 SCAN_TIMEOUT_S = 10.0  # a pathological text fails the scan (and the job) rather than stalling a thread
+# The engine's cost per match grows with the lines (and the line length) of the text it was given, so one
+# call on a long text with many matches is quadratic (512 KB of AWS key ids: 5-20 s). A text is scanned in
+# windows of SCAN_WINDOW characters, each overlapping the next by SCAN_OVERLAP: a credential up to that long
+# (a PEM block of a 4096-bit RSA key is ~3.3 KB) lies whole in one window, and the cost stays linear.
+SCAN_WINDOW = 16384
+SCAN_OVERLAP = 4096
+_SLACK = 1024  # how far back a window's edge may move to fall on whitespace
+_UP_TO_LAST_SPACE = re.compile(r".*\s", re.S)
+# Engine calls at once in one process: each takes a core (Go, without the GIL), and a text holding no
+# keyword never waits here, since it makes no call.
+ENGINE_CALLS = threading.BoundedSemaphore(2)
 
 
 class _Rule(NamedTuple):
@@ -103,11 +115,33 @@ def _kind(rule_id: str) -> str:
 def leaked(text: str) -> list[tuple[str, str]]:
     """(secret, kind) for each credential the rule set finds in `text`. Raises if the scan fails: a caller
     must not keep a text it could not check."""
+    return list(dict.fromkeys(found for window in _windows(text) for found in _leaked_in(window)))
+
+
+def _windows(text: str) -> Iterator[str]:
+    """`text` in overlapping windows that end and start at whitespace, so that no token is cut in two (a cut
+    one could be "found" as a shorter secret)."""
+    start = 0
+    while len(text) - start > SCAN_WINDOW:
+        end = _space_before(text, start + SCAN_WINDOW)
+        yield text[start:end]
+        start = _space_before(text, end - SCAN_OVERLAP)
+    yield text[start:]
+
+
+def _space_before(text: str, at: int) -> int:
+    """`at` moved back to just after the last whitespace of the _SLACK characters before it (`at` if none)."""
+    found = _UP_TO_LAST_SPACE.match(text, max(at - _SLACK, 0), at)
+    return found.end() if found else at
+
+
+def _leaked_in(text: str) -> list[tuple[str, str]]:
     ids = _rules_for(text)
     if not ids:
         return []
-    result = scan_text(text, config=_config(ids), redact=False, timeout_seconds=SCAN_TIMEOUT_S,
-                       raise_on_error=True)
+    with ENGINE_CALLS:
+        result = scan_text(text, config=_config(ids), redact=False, timeout_seconds=SCAN_TIMEOUT_S,
+                           raise_on_error=True)
     return [_narrowed(f.secret, _kind(f.rule_id)) for f in result.findings if f.secret and len(f.secret.strip()) >= 4]
 
 
@@ -122,8 +156,10 @@ def _narrowed(secret: str, kind: str) -> tuple[str, str]:
 
 
 def occurrences(text: str, found: list[tuple[str, str]]) -> Iterator[tuple[int, int, str]]:
-    """Where each found secret stands in `text` (every place: a secret pasted twice goes twice)."""
-    for secret, kind in found:
+    """Where each found secret stands in `text` (every place: a secret pasted twice goes twice). Each (secret,
+    kind) is looked for once: the engine reports a secret once per place, and n places looked for n times
+    each would be n² spans."""
+    for secret, kind in dict.fromkeys(found):
         start = text.find(secret)
         while start >= 0:
             yield start, start + len(secret), kind

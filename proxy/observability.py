@@ -16,6 +16,8 @@ from typing import Any
 import structlog
 from prometheus_client import Counter, Gauge, Histogram
 
+from . import log_text
+
 # Buckets sized for added latency: sub-millisecond relay work up to multi-second upstreams.
 _FAST_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 _SLOW_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
@@ -61,9 +63,16 @@ MEMORIES_INJECTED = Histogram(
 FAIL_OPEN = Counter(
     "memory_proxy_fail_open_total",
     "Turns whose memory search failed, by reason (embedder_error, embedder_timeout: the most recent "
-    "memories were injected instead; database_error, database_timeout, database_not_ready, internal_error: "
-    "relayed without memory; breaker_open: the database failed repeatedly and is not tried for a while).",
+    "memories were injected instead, as with embedder_breaker_open: the embedder failed repeatedly and is not "
+    "tried for a while; database_error, database_timeout, database_not_ready, internal_error: relayed without "
+    "memory; breaker_open: the database failed repeatedly and is not tried for a while).",
     ["reason"],
+)
+BREAKER_OPEN = Gauge(
+    "memory_proxy_breaker_open",
+    "1 while a part of the memory side is skipped after repeated failures (proxy/breaker.py), by part: database "
+    "(turns relayed without memory), embedder (the most recent memories instead of a search); else 0.",
+    ["part"],
 )
 INDEX_LOOKUPS = Counter(
     "memory_proxy_index_lookups_total",
@@ -127,7 +136,8 @@ REDACTIONS = Counter("memory_proxy_redactions_total",
                      "Secrets replaced by [REDACTED: kind] before anything was stored, by kind.", ["kind"])
 LLM_CALLS = Counter("memory_proxy_llm_calls_total",
                     "Memory-LLM calls by purpose (provenance, extract, check, relate, forget) and outcome (ok, error, malformed, "
-                    "timeout: a busy server, retried without spending an attempt).",
+                    "timeout: a busy server, down: unreachable or HTTP 5xx/408/429; both retried without spending "
+                    "an attempt).",
                     ["purpose", "outcome"])
 PROVENANCE_CHECKS = Counter(
     "memory_proxy_provenance_total",
@@ -138,6 +148,13 @@ PROVENANCE_CHECKS = Counter(
 )
 LLM_TOKENS = Counter("memory_proxy_llm_tokens_total", "Memory-LLM tokens by purpose and kind (prompt, completion).",
                      ["purpose", "kind"])
+SCANS = Counter("memory_proxy_secret_scans_total",
+                "Secret scans and fact checks run off the event loop (proxy/scanner.py), by where (thread: a small "
+                "text; process: a worker process) and outcome (ok; failed; timeout: past SECRET_SCAN_TIMEOUT, its "
+                "text not kept).", ["where", "outcome"])
+SCAN_SECONDS = Histogram("memory_proxy_secret_scan_seconds",
+                         "Time from asking for a scan off the event loop to its answer (waiting for a worker "
+                         "included), by where (thread, process).", ["where"], buckets=_FAST_BUCKETS)
 
 
 _DEFAULT_USER_ID_KEY = b"memory-proxy"  # without LOG_USER_ID_KEY: a stable pseudonym, not a secret one
@@ -159,15 +176,6 @@ def _hash_user_ids(key: str) -> Callable[[Any, str, dict[str, Any]], dict[str, A
     return hash_user_id
 
 
-def _without_memory_text(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
-    """LOG_MEMORY_TEXT=false: a `memory_decision` line keeps actions, ids and lengths, not fact text."""
-    for key in ("decisions", "dropped"):
-        if isinstance(event.get(key), list):
-            event[key] = [{**item, "fact": len(item["fact"])} if isinstance(item, dict) and
-                          isinstance(item.get("fact"), str) else item for item in event[key]]
-    return event
-
-
 def configure_logging(level: str = "info", fmt: str = "json", *, user_ids: str = "hashed",
                       user_id_key: str = "", memory_text: bool = True) -> None:
     """JSON lines in production, a readable console in development; stdlib logging routed through too.
@@ -175,7 +183,8 @@ def configure_logging(level: str = "info", fmt: str = "json", *, user_ids: str =
     Every line of a request carries its `request_id` (request_id.py binds it), every line of a formation
     job its `job_id`. A `user_id` field is logged as `user_ref(id, LOG_USER_ID_KEY)` unless `user_ids` is
     "raw": logs travel further than the database (collectors, tickets), and a pseudonym still lets an
-    operator follow one user."""
+    operator follow one user. With `memory_text` false no line holds the text of a fact, a turn or a model
+    reply, ours or a library's (proxy/log_text.py)."""
     level_no = getattr(logging, level.upper())
     renderer = (structlog.processors.JSONRenderer() if fmt == "json"
                 else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty()))
@@ -183,12 +192,11 @@ def configure_logging(level: str = "info", fmt: str = "json", *, user_ids: str =
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
+        *([] if memory_text else [log_text.foreign_text_withheld, log_text.facts_as_lengths]),
         structlog.processors.format_exc_info,
     ]
     if user_ids != "raw":
         processors.append(_hash_user_ids(user_id_key))
-    if not memory_text:
-        processors.append(_without_memory_text)
     structlog.configure(
         processors=[*processors, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(level_no),

@@ -39,7 +39,6 @@ from .observability import (
     log,
 )
 from .outbox import PendingJob
-from .redact import redact_strings
 from .schemas import Memory
 from .services import Services
 from .sse import ReplyTee, reply_text
@@ -50,6 +49,7 @@ MODELS_CACHED_HEADER = "x-memory-proxy-models"
 CONTEXT_MESSAGES = 4  # earlier messages the formation job sees, for reference
 CONTEXT_CHARS = 1000
 MAX_USER_MESSAGE_CHARS = 16000
+MAX_REPLY_CHARS = 16000  # of the assistant's reply kept with the job: every text of a job is bounded
 
 OnReplyEnd = Callable[[str], Awaitable[None]]
 
@@ -106,7 +106,7 @@ async def _retrieved(services: Services, user_id: str, body: dict[str, Any]) -> 
             raise MemoryUnavailable("breaker_open", "the database failed repeatedly: not tried for a while")
         found = await retrieve_turn(pool=services.pool, embedder=services.embedder, user_id=user_id,
                                     query=latest_user_text(messages).strip(), settings=retrieval,
-                                    indexes=services.indexes)
+                                    indexes=services.indexes, embedder_breaker=services.embedder_breaker)
         services.breaker.success()
     except MemoryUnavailable as exc:
         if exc.reason.startswith("database_") and exc.reason != "database_not_ready":
@@ -189,12 +189,13 @@ def formation_payload(body: dict[str, Any], memories: list[Memory]) -> dict[str,
 async def enqueue_formation(services: Services, user_id: str, payload: dict[str, Any], said_at: datetime,
                             assistant_reply: str) -> None:
     """Hand the formation job to the outbox: written now, or held until the database is back."""
-    # Redacted here, so that neither the job table nor the memory LLM ever sees a secret. In a thread: the rule
-    # set's engine (native code, no GIL) takes ~0.3-2 ms a turn, and a long paste more, off the event loop.
-    # A text it could not scan is not kept: the turn's job is dropped (counted), never stored unchecked.
+    # Redacted here, so that neither the job table nor the memory LLM ever sees a secret; off the event loop
+    # (a long turn in a worker process: proxy/scanner.py). A text that could not be scanned in time is not
+    # kept: the turn's job is dropped (counted), never stored unchecked.
     try:
-        redacted = await anyio.to_thread.run_sync(redact_strings, {**payload, "assistant_reply": assistant_reply})
-    except ScanFailed as exc:  # the engine failed or timed out: fail closed
+        redacted = await services.scanner.redact_strings(
+            {**payload, "assistant_reply": assistant_reply[:MAX_REPLY_CHARS]})
+    except ScanFailed as exc:  # the engine failed or the scan took too long: fail closed
         JOB_EVENTS.labels("unscanned").inc()
         log.error("job_unscanned", user_id=user_id, error=type(exc).__name__)  # its message may quote the text
         return

@@ -1,12 +1,18 @@
 """A request id on every response and on every log line of the request.
 
-A pure ASGI middleware wrapped around the whole app (so 404s, error replies and streams carry it too):
-the id is the client's `X-Request-Id` when it is sane (1–128 characters of [A-Za-z0-9._-]), else a fresh
-uuid4 hex. It is bound with structlog's contextvars for the whole request (the handler, the streamed body
-and the formation job written at its end all run inside this call, in the request's task) and returned
-in the `X-Request-Id` response header — one header: a relayed upstream's own id is renamed
-`X-Upstream-Request-Id` (kept for a provider's support; two `X-Request-Id` headers confuse clients). Per request: one header scan, at most one uuid4, one contextvar
-bind and reset — no allocation of note on the chat path.
+A pure ASGI middleware wrapped around the whole app (so 404s, error replies and streams carry it too).
+Our `request_id` is always a fresh uuid4 hex, never one a client chose: a client could otherwise send
+another user's id and the lines of two users' requests would share it. The client's own id — the
+`X-Client-Request-Id` header (OpenAI's name for it), else `X-Request-Id` (what gateways and SDKs send) —
+is kept for correlation when it is sane (1–128 characters of [A-Za-z0-9._-]): logged as
+`client_request_id` beside ours, so a client's trace id still finds its lines; an insane one is ignored.
+Both are bound with structlog's contextvars for the whole request (the handler, the streamed body and
+the formation job written at its end all run inside this call, in the request's task).
+
+The response carries ours in `X-Request-Id` — one header: a relayed upstream's own id is renamed
+`X-Upstream-Request-Id` (kept for a provider's support; two `X-Request-Id` headers confuse clients). The
+client's id is not echoed: the client has it, and the id to quote to an operator is ours, which names one
+request. Per request: one header scan, one uuid4, one contextvar bind and reset.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from typing import Any
 from structlog.contextvars import bind_contextvars, reset_contextvars
 
 HEADER = b"x-request-id"
+CLIENT_HEADER = b"x-client-request-id"
 UPSTREAM_HEADER = b"x-upstream-request-id"
 _SANE = re.compile(rb"[A-Za-z0-9._-]{1,128}")
 
@@ -25,14 +32,11 @@ Scope = dict[str, Any]
 ASGIApp = Any
 
 
-def request_id_from(headers: list[tuple[bytes, bytes]]) -> str:
-    """The client's id if sane, else a new one."""
-    for name, value in headers:
-        if name == HEADER:  # ASGI servers lower-case header names
-            if _SANE.fullmatch(value):
-                return value.decode("ascii")
-            break
-    return uuid.uuid4().hex
+def client_request_id(headers: list[tuple[bytes, bytes]]) -> str | None:
+    """The client's own id (X-Client-Request-Id, else X-Request-Id) if sane, else None."""
+    found = {name: value for name, value in headers if name in (CLIENT_HEADER, HEADER)}  # ASGI names: lower case
+    value = found.get(CLIENT_HEADER, found.get(HEADER))
+    return value.decode("ascii") if value is not None and _SANE.fullmatch(value) else None
 
 
 class RequestIdMiddleware:
@@ -43,7 +47,7 @@ class RequestIdMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        request_id = request_id_from(scope["headers"])
+        request_id = uuid.uuid4().hex
         header = (HEADER, request_id.encode("ascii"))
 
         async def send_with_id(message: dict[str, Any]) -> None:
@@ -52,7 +56,8 @@ class RequestIdMiddleware:
                                         for n, v in message.get("headers", ())), header]
             await send(message)
 
-        tokens = bind_contextvars(request_id=request_id)
+        client_id = client_request_id(scope["headers"])
+        tokens = bind_contextvars(request_id=request_id, **({"client_request_id": client_id} if client_id else {}))
         try:
             await self.app(scope, receive, send_with_id)
         finally:

@@ -20,6 +20,7 @@ from .memory.uses import UseCounts
 from .models_cache import ModelsCache
 from .observability import DATABASE_RESTARTS, log
 from .outbox import Outbox
+from .scanner import Scanner
 from .settings import Settings
 from .store.database import make_pool, migrate
 from .store.embedded import EmbeddedPostgres
@@ -38,7 +39,9 @@ class Services:
     clock: Callable[[], datetime]  # when a turn or an API-created memory is stated (benchmarks replay days)
     uses: UseCounts  # injections counted for ranking, written in batches
     indexes: Indexes  # users' memories held between turns, searched without the database
+    scanner: Scanner  # secret scans and fact checks off the event loop (worker processes, started on first use)
     breaker: Breaker = field(default_factory=Breaker)  # retrieval skips a database that keeps failing
+    embedder_breaker: Breaker = field(default_factory=lambda: Breaker("embedder"))  # … and an embedder: recent memories
     models: ModelsCache = field(default_factory=ModelsCache)  # the last good /v1/models, for a busy upstream
     direct_conninfo: str = ""  # for what needs a session (LISTEN): DATABASE_DIRECT_URL behind a pooler
 
@@ -117,7 +120,8 @@ async def supervise(embedded: EmbeddedPostgres) -> None:
 async def open_services(settings: Settings, http_client: httpx.AsyncClient | None = None, *,
                         wait_for_database: bool = True, search_index: bool = False,
                         clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> AsyncIterator[Services]:
-    """Database (migrated), pool, HTTP clients, embedder and memory LLM; all closed on exit.
+    """Database (migrated), pool, HTTP clients, embedder, memory LLM and the scanner's worker processes; all
+    closed on exit.
     A given `http_client` (tests: mocked by respx) is used for every outside call and not closed here.
     With `wait_for_database` false (serve, worker) a database that is down does not stop the start:
     it is migrated in the background when it answers (`services.ready`). `search_index` (the chat
@@ -151,6 +155,9 @@ async def open_services(settings: Settings, http_client: httpx.AsyncClient | Non
                                 indexes=Indexes(pool, model=settings.embedding.model,
                                                 budget_bytes=settings.retrieval.index_mb << 20 if search_index else 0,
                                                 tokenize=tokenize),
+                                scanner=Scanner(workers=settings.server.scan_workers,
+                                                timeout_s=settings.server.scan_timeout_s),
+                                models=ModelsCache(settings.upstream.models_cache_max_age),
                                 direct_conninfo=direct)
             holding = search_index and settings.retrieval.index_mb > 0
             outbox_task = asyncio.create_task(outbox.run(stop_outbox))
@@ -163,6 +170,7 @@ async def open_services(settings: Settings, http_client: httpx.AsyncClient | Non
             finally:
                 stop_outbox.set()
                 await asyncio.gather(outbox_task, uses_task, index_task, services.models.close())
+                await services.scanner.close()
                 if schema:
                     schema.cancel()
                     with suppress(asyncio.CancelledError):

@@ -130,6 +130,13 @@ class ServerSettings:
     user_jwt_secret: str = env("USER_JWT_SECRET", "", "OpenWebUI's `FORWARD_USER_INFO_HEADER_JWT_SECRET` (at "
         "least 32 bytes, as HS256 needs). Set: the user is the `sub` of the signed `X-OpenWebUI-User-Jwt` "
         "and a bare user-id header is refused (401).", _jwt_secret, repr=False)
+    scan_workers: int = env("SECRET_SCAN_WORKERS", "2", "Worker processes that scan long texts for secrets (a "
+        "chat turn's formation job) and check the facts of memory-LLM replies, off the event loop; started on "
+        "first use, at a lower CPU priority than the proxy.", _positive_int)
+    scan_timeout_s: float = env("SECRET_SCAN_TIMEOUT", "5", "Seconds one such scan or check may take (waiting "
+        "for a free worker included); past it its worker is stopped and the text is not kept: the turn's "
+        "formation job is dropped (`jobs_total{event=\"unscanned\"}`), the API answers 503 `secret_scan_failed`, "
+        "a formation job is retried.", _positive_float)
 
 
 @dataclass(frozen=True)
@@ -159,6 +166,10 @@ class UpstreamSettings:
         "answering with the last list it gave (the wait goes on in the background and refreshes it). Below "
         "OpenWebUI's 10 s: a local server busy generating (llama.cpp) answers its model list only afterwards.",
         _positive_float)
+    models_cache_max_age: float = env("MODELS_CACHE_MAX_AGE", "86400", "Seconds a good model list is served in "
+        "place of a late or failing upstream's (`MODELS_TIMEOUT`); older, the upstream's error is the answer. A "
+        "day outlasts a local server's busy spells and a night's outage, yet a list is not served on for days "
+        "after the upstream changed it.", _positive_float)
 
 
 @dataclass(frozen=True)
@@ -253,6 +264,9 @@ class FormationSettings:
         "cap a new fact is not stored (replacements still are): counted in `facts_dropped_total{reason="
         "\"user_cap\"}` and logged (`memory_limit`); the API's create answers 409 `memory_cap`. Deleting "
         "memories makes room.", _positive_int)
+    max_versions: int = env("MAX_VERSIONS_PER_MEMORY", "40", "Most versions kept of one memory (the active one "
+        "and those it replaced: edits, replacements). A new version past it deletes the oldest retired ones "
+        "with their audit rows; the edit itself is never refused.", _positive_int)
     in_process_worker: bool = env("WORKER_IN_PROCESS", "true", "Run the formation worker inside `serve`. Set "
         "false when running `memory-proxy worker` as separate processes.", _bool)
     concurrency: int = env("WORKER_CONCURRENCY", "4", "Jobs one worker processes at the same time.",
@@ -261,10 +275,11 @@ class FormationSettings:
         "`memory-proxy jobs retry`).", _positive_int)
     retry_base_s: float = env("JOB_RETRY_BASE_SECONDS", "10", "Backoff after a failed attempt: base × "
         "2^(attempt−1), at most one hour.", _positive_float)
-    busy_max_s: float = env("JOB_BUSY_MAX_SECONDS", "3600", "A memory-LLM call that times out is a busy model "
-        "server (a local one queues formation behind chat), not a failure: its job is retried without spending "
-        "an attempt, after a backoff that grows with the job's age (a quarter of it, 10 s to 60 s), for this "
-        "long after the job was written; then timeouts count as failures.", _positive_float)
+    busy_max_s: float = env("JOB_BUSY_MAX_SECONDS", "3600", "A memory-LLM call that times out (a busy server: a "
+        "local one queues formation behind chat) or finds the server down (unreachable, HTTP 5xx, 408 or 429) is "
+        "not the job's failure: the job is retried without spending an attempt, after a backoff that grows with "
+        "its age (a quarter of it, 10 s to 60 s), for this long after it was written; then these count as "
+        "failures (`JOB_MAX_ATTEMPTS`). An outage shorter than this kills no job.", _positive_float)
     lease_s: float = env("JOB_LEASE_SECONDS", "120", "A running job whose worker has not renewed it for this "
         "long is taken over by another worker (crash recovery).", _positive_float)
     skip_trivial: bool = env("FORMATION_SKIP_TRIVIAL", "true", "Skip formation without any LLM call for "
@@ -323,8 +338,9 @@ class LogSettings:
         "is generated on first start and kept in the data dir, so that nobody can recompute a pseudonym from "
         "a guessable id.", default="", repr=False)
     memory_text: bool = env("LOG_MEMORY_TEXT", "true", "Log the text of facts in `memory_decision` lines. "
-        "`false`: only their actions, ids and lengths (logs then hold no memory text, which an erase cannot "
-        "reach).", _bool, in_code=True)
+        "`false`: only their actions, ids and lengths, and of exception text, tracebacks and libraries' lines "
+        "(which may quote a turn or a model reply) only type names, frames and the libraries' own words: logs "
+        "then hold no memory text, which an erase cannot reach.", _bool, in_code=True)
 
 
 @dataclass(frozen=True)

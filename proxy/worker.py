@@ -27,7 +27,7 @@ from psycopg_pool import AsyncConnectionPool
 from .errors import MemoryUnavailable
 from .memory.embed import Embedder
 from .memory.formation import Formation, Turn, form
-from .memory.llm import LLM_BUSY, MemoryLLM
+from .memory.llm import WAITING, MemoryLLM
 from .memory.maintain import maintain_if_free
 from .memory.resolve import Resolution
 from .observability import (
@@ -40,8 +40,9 @@ from .observability import (
     MEMORY_USERS,
     log,
 )
+from .scanner import Scanner
 from .settings import FormationSettings, MaintenanceSettings
-from .store import jobs, memories
+from .store import jobs, manage, memories
 from .store.scope import user_scope
 
 if TYPE_CHECKING:
@@ -71,7 +72,8 @@ async def apply_resolutions(conn: AsyncConnection[Any], job: jobs.Job, resolutio
     new one (a replacement keeps the count, so it still happens).
     """
     applied: list[dict[str, Any]] = []
-    active = await memories.count_memories(conn, job.user_id) if any(r.action == "add" for r in resolutions) else 0
+    adding = any(r.action == "add" for r in resolutions)
+    active = await memories.count_memories(conn, job.user_id, lock=True) if adding else 0
     for r in resolutions:
         entry: dict[str, Any] = {"fact": r.fact, "action": r.action, "target_id": r.target_id, "reason": r.reason}
         if r.action in ("replace", "refine", "forget") and r.target_id:
@@ -107,10 +109,11 @@ async def apply_resolutions(conn: AsyncConnection[Any], job: jobs.Job, resolutio
 
 
 class Worker:
-    def __init__(self, *, pool: AsyncConnectionPool, embedder: Embedder, llm: MemoryLLM,
+    def __init__(self, *, pool: AsyncConnectionPool, embedder: Embedder, llm: MemoryLLM, scanner: Scanner,
                  settings: FormationSettings, worker_id: str | None = None,
                  maintenance: MaintenanceSettings | None = None, listen_conninfo: str | None = None) -> None:
         self.pool, self.embedder, self.llm, self.settings = pool, embedder, llm, settings
+        self.scanner = scanner  # checks each reply's facts in a worker process
         self.listen_conninfo = listen_conninfo or str(pool.conninfo)  # direct, never through a pooler
         self.maintenance = maintenance  # None or interval 0: no scheduled maintenance in this worker
         self._maintaining: asyncio.Task[Any] | None = None
@@ -124,7 +127,8 @@ class Worker:
         configured. The one way to build it, so that no caller forgets a part (a standalone worker once
         ran no maintenance)."""
         settings = services.settings
-        return cls(pool=services.pool, embedder=services.embedder, llm=services.llm, settings=settings.formation,
+        return cls(pool=services.pool, embedder=services.embedder, llm=services.llm, scanner=services.scanner,
+                   settings=settings.formation,
                    worker_id=worker_id, maintenance=settings.maintenance, listen_conninfo=services.direct_conninfo)
 
     # ------------------------------------------------------------ one job
@@ -136,7 +140,8 @@ class Worker:
                    "input_message_length": len(job.payload.get("user_message", ""))}
         try:
             formation = await form(Turn(job.user_id, job.said_at, job.payload), pool=self.pool,
-                                   embedder=self.embedder, llm=self.llm, settings=self.settings)
+                                   embedder=self.embedder, llm=self.llm, scanner=self.scanner,
+                                   settings=self.settings)
             async with self.pool.connection() as conn, user_scope(conn, job.user_id):
                 decisions = await apply_resolutions(conn, job, formation.resolutions, self.embedder.model,
                                                     self.settings.max_memories)
@@ -154,11 +159,25 @@ class Worker:
             return status
         finally:
             FORMATION_LATENCY.observe(time.perf_counter() - started)
+        await self._keep_versions(job.user_id, decisions)
         self._count(formation, decisions)
         log.info("memory_decision", **context, status="skipped" if formation.skipped else "done",
                  reason=formation.skipped, extracted_count=formation.extracted, decisions=decisions,
                  dropped=formation.dropped, malformed=formation.malformed, duration_ms=round((time.perf_counter() - started) * 1000, 1))
         return "done"
+
+    async def _keep_versions(self, user_id: str, decisions: list[dict[str, Any]]) -> None:
+        """MAX_VERSIONS_PER_MEMORY for the memories this job replaced: after the job's commit, so that a
+        failure here (logged) loses nothing and never fails a job that is done."""
+        replaced = [d["memory_id"] for d in decisions if d["action"] in ("replace", "refine") and d.get("memory_id")]
+        if not replaced:
+            return
+        try:
+            async with self.pool.connection() as conn:
+                for memory_id in replaced:
+                    await manage.keep_versions(conn, user_id, memory_id, self.settings.max_versions)
+        except (psycopg.Error, OSError) as exc:
+            log.warning("keep_versions_failed", user_id=user_id, error=f"{type(exc).__name__}: {exc}"[:300])
 
     @staticmethod
     def _count(formation: Formation, decisions: list[dict[str, Any]]) -> None:
@@ -171,7 +190,7 @@ class Worker:
     async def _fail(self, job: jobs.Job, exc: Exception) -> str:
         try:
             async with self.pool.connection() as conn, user_scope(conn, job.user_id):
-                busy = isinstance(exc, MemoryUnavailable) and exc.reason == LLM_BUSY
+                busy = isinstance(exc, MemoryUnavailable) and exc.reason in WAITING
                 status = await jobs.fail(conn, job_id=job.id, worker_id=self.worker_id,
                                          error=f"{type(exc).__name__}: {exc}",
                                          max_attempts=self.settings.max_attempts,

@@ -435,3 +435,42 @@ async def test_create_at_the_memory_cap_is_a_409_and_a_delete_makes_room(proxy: 
     await create(client, USER_B, "User has a cat.")  # the cap is per user
     assert (await client.delete(f"{API}/memories/{first['id']}", params=admin(USER_A))).status_code == 200
     await create(client, USER_A, "User has a cat.")
+
+
+async def test_restore_needs_room_under_the_cap_so_delete_create_restore_never_exceeds_it(proxy: Any) -> None:
+    client = await proxy(MAX_MEMORIES_PER_USER="2")
+    first = await create(client, USER_A, "User lives in Berlin.")
+    await create(client, USER_A, "User drinks coffee.")
+    assert (await client.delete(f"{API}/memories/{first['id']}", params=admin(USER_A))).status_code == 200
+    await create(client, USER_A, "User has a cat.")  # the deleted one's place
+    restored = await client.post(f"{API}/memories/{first['id']}/restore", params=admin(USER_A))
+    assert restored.status_code == 409 and error_code(restored) == "memory_cap"
+    active = (await client.get(f"{API}/memories", params=admin(USER_A))).json()["data"]
+    assert sorted(m["content"] for m in active) == ["User drinks coffee.", "User has a cat."]
+
+
+async def test_restoring_an_edited_memory_swaps_versions_and_needs_no_room(proxy: Any) -> None:
+    client = await proxy(MAX_MEMORIES_PER_USER="1")
+    old = await create(client, USER_A, "User lives in Berlin.")
+    edited = await client.patch(f"{API}/memories/{old['id']}", params=admin(USER_A),
+                                json={"content": "User lives in Lyon."})
+    assert edited.status_code == 200
+    restored = await client.post(f"{API}/memories/{old['id']}/restore", params=admin(USER_A))
+    assert restored.status_code == 200 and restored.json()["replaced"] == edited.json()["id"]
+
+
+async def test_past_max_versions_an_edit_drops_the_oldest_version(proxy: Any, db: Any) -> None:
+    client = await proxy(MAX_VERSIONS_PER_MEMORY="3")
+    memory = await create(client, USER_A, "User drinks tea, cup 0.")
+    ids = [memory["id"]]
+    for cup in range(1, 4):
+        edited = await client.patch(f"{API}/memories/{ids[-1]}", params=admin(USER_A),
+                                    json={"content": f"User drinks tea, cup {cup}."})
+        assert edited.status_code == 200, edited.text
+        ids.append(edited.json()["id"])
+    history = (await client.get(f"{API}/memories/{ids[-1]}/history", params=admin(USER_A))).json()
+    assert [v["id"] for v in history["versions"]] == ids[1:]  # the 4th version dropped the 1st
+    assert all(ids[0] not in (u["old_id"], u["new_id"]) for u in history["updates"])
+    assert (await client.get(f"{API}/memories/{ids[0]}", params=admin(USER_A))).status_code == 404
+    gone = await db.execute("SELECT count(*) FROM vectors WHERE id = %s", [ids[0]])
+    assert (await gone.fetchone())[0] == 0  # its text is gone too, not only its link

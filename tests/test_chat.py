@@ -348,3 +348,33 @@ async def test_upstream_json_reply_for_a_stream_request_is_relayed_as_json(clien
     response = await client.post(CHAT, json=chat_body("hi", stream=True))
     assert response.json()["choices"][0]["message"]["content"] == "not streamed"
 
+
+
+async def test_a_long_turn_is_scanned_in_a_worker_process_and_past_the_deadline_its_job_is_dropped(
+        env: dict, app_factory: Any, outside: Any, db: Any) -> None:
+    """A turn of 16,000 characters of credential-file text froze every other user for seconds when its job
+    was scanned in the serving process; in a worker process it cannot, and a scan past SECRET_SCAN_TIMEOUT
+    keeps no job (counted), never an unchecked one."""
+    aws = ("[default]\naws_access_key_id = AKIAZ7QW3RTY5UIOP2LK\n"
+           "aws_secret_access_key = 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\n")
+    from litestar.testing import AsyncTestClient
+
+    from proxy.settings import load_settings
+
+    text = (aws * (16_000 // len(aws)))[:16_000]
+    headers = {"authorization": f"Bearer {PROXY_KEY}", **user_headers(USER_A)}
+    scans = metric("memory_proxy_secret_scans_total", where="process", outcome="ok")
+    async with AsyncTestClient(app_factory(load_settings(env)), base_url="http://proxy.test") as client:
+        reply = await client.post(CHAT, json=chat_body(text), headers=headers)
+        assert reply.status_code == 200
+    assert metric("memory_proxy_secret_scans_total", where="process", outcome="ok") == scans + 1
+    (payload,) = [row[0] for row in await (await db.execute("SELECT payload FROM memory_jobs")).fetchall()]
+    assert "AKIAZ7QW3RTY5UIOP2LK" not in str(payload) and "9sKd8fJ2mQ7xL4pR" not in str(payload)
+
+    unscanned = metric("memory_proxy_jobs_total", event="unscanned")
+    async with AsyncTestClient(app_factory(load_settings({**env, "SECRET_SCAN_TIMEOUT": "0.001"})),
+                               base_url="http://proxy.test") as client:
+        reply = await client.post(CHAT, json=chat_body(text), headers=headers)
+        assert reply.status_code == 200  # the chat goes on
+    assert metric("memory_proxy_jobs_total", event="unscanned") == unscanned + 1
+    assert await (await db.execute("SELECT count(*) FROM memory_jobs")).fetchone() == (1,)

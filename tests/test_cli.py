@@ -203,7 +203,7 @@ def test_serve_flags_override_the_environment(tmp_path: Path, monkeypatch) -> No
     levels = _capture_logging(monkeypatch)
     apps: list[Any] = []
     binds: list[dict] = []
-    monkeypatch.setattr("proxy.app.create_app", lambda settings: apps.append(settings) or "app")
+    monkeypatch.setattr("proxy.app.create_app", lambda settings, **_: apps.append(settings) or "app")
     monkeypatch.setattr("uvicorn.run", lambda app, **kwargs: binds.append({"app": app, **kwargs}))
 
     assert main(["serve", "--host", "127.0.0.2", "--port", "18081", "--log-level", "DEBUG"]) == 0

@@ -90,10 +90,10 @@ def _kept(facts: list[str], message: str) -> tuple[list[str], list[str]]:
 
     from proxy.memory.evidence import own_words
     from proxy.memory.extract import ExtractedFact
-    from proxy.memory.formation import _kept as kept
+    from proxy.memory.formation import kept_facts
 
-    dropped: list[dict[str, str]] = []
-    texts = kept([ExtractedFact(fact=f) for f in facts], own_words(message), [], "", datetime.now(UTC), dropped)
+    texts, dropped = kept_facts([ExtractedFact(fact=f) for f in facts], own_words(message), [], "",
+                                datetime.now(UTC))
     return [text for text, _ in texts], [d["why"] for d in dropped]
 
 
@@ -197,3 +197,34 @@ async def test_a_document_that_spoofs_the_users_query_plants_nothing_and_erases_
     assert await worker.run_until_idle() == 1
     assert await links(db, USER_A) == sorted([*known, "User volunteers for the charity."])
     assert memory_llm.calls("forget") == 0
+
+
+async def test_a_replys_facts_are_checked_in_a_worker_process(
+        client: Any, outside: Any, db: Any, worker: Any, memory_llm: Any) -> None:
+    """Redacting and grounding what the model wrote grows with the reply: never on the event loop."""
+    memory_llm.extract = lambda message: [{"fact": "User uses Bun at work.", "type": "project"}]
+    before = metric("memory_proxy_secret_scans_total", where="process", outcome="ok")
+    await client.post(CHAT, json=chat_body("I use Bun at work."), headers=user_headers(USER_A))
+    assert await worker.run_until_idle() == 1
+    assert metric("memory_proxy_secret_scans_total", where="process", outcome="ok") == before + 1
+    assert await links(db, USER_A) == ["User uses Bun at work."]
+
+
+def test_past_the_facts_read_per_reply_the_rest_are_dropped_unread(monkeypatch: Any) -> None:
+    from proxy.memory import content
+    from proxy.memory.content import MAX_FACTS_PER_TURN, MAX_MEMORY_BYTES
+    from proxy.memory.formation import MAX_FACTS_READ
+
+    scanned: list[str] = []
+
+    def recording(text: str) -> Any:
+        scanned.append(text)
+        return redact(text)
+
+    from proxy.redact import redact
+    monkeypatch.setattr(content, "redact", recording)
+    message, facts = _said_facts(40)
+    kept, dropped = _kept(["User likes " + "é" * MAX_MEMORY_BYTES, *facts], message)
+    assert kept == facts[:MAX_FACTS_PER_TURN]
+    assert len(scanned) == MAX_FACTS_READ - 1  # the oversized fact was refused unread, and so were those past
+    assert dropped == ["too_long"] + ["over_cap"] * (40 - MAX_FACTS_PER_TURN)

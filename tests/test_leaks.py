@@ -111,3 +111,31 @@ async def test_a_memory_the_scanner_cannot_check_is_refused_with_503_not_stored(
     assert reply.json()["error"]["code"] == "secret_scan_failed"
     assert await (await db.execute("SELECT count(*) FROM vectors")).fetchone() == (0,)
 
+
+
+def test_a_secret_the_engine_reports_at_each_of_its_places_is_looked_for_once() -> None:
+    """n reports of one secret pasted n times give n spans, not n² (a 256 KB paste: 4 million spans)."""
+    text = "token ghp_0123456789abcdefghijABCDEFGHIJ0123456 " * 500
+    found = [("ghp_0123456789abcdefghijABCDEFGHIJ0123456", "github_token")] * 500
+    assert len(list(leaks.occurrences(text, found))) == 500
+
+
+def test_a_long_text_is_scanned_in_bounded_windows_and_a_key_across_an_edge_is_found_whole(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine's cost per match grows with the text it is given: one call on 256 KB of key ids took
+    seconds. Each call gets at most SCAN_WINDOW characters, and windows overlap by SCAN_OVERLAP."""
+    sizes: list[int] = []
+
+    def measuring(text: str, **kwargs: Any) -> Any:
+        sizes.append(len(text))
+        return scan_text(text, **kwargs)
+
+    monkeypatch.setattr(leaks, "scan_text", measuring)
+    pair = "aws_access_key_id = AKIAZ7QW3RTY5UIOP2LK\naws_secret_access_key = 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\n"
+    filler = "we walked along the river and talked about nothing much\n"
+    head = filler * (leaks.SCAN_WINDOW // len(filler))
+    text = head[:len(head) - 40] + pair + filler * 3000  # the pair straddles the first window's edge
+    found = leaks.leaked(text)
+    assert max(sizes) <= leaks.SCAN_WINDOW < len(text)  # windows without a keyword make no call at all
+    assert ("AKIAZ7QW3RTY5UIOP2LK", "aws_key") in found
+    assert all(secret in text and len(secret) >= 20 for secret, _ in found)  # no piece of a cut token

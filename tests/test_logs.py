@@ -1,4 +1,5 @@
-"""Logs: one request id on every line of a request and in the `X-Request-Id` header; JSON lines; user ids."""
+"""Logs: one request id on every line of a request and in the `X-Request-Id` header (ours, always fresh; the
+client's own id beside it as `client_request_id`); JSON lines; user ids."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ import structlog
 
 from proxy import outbox
 from proxy.observability import configure_logging, log, user_ref
-from proxy.request_id import request_id_from
-from tests.conftest import CHAT, USER_A, add_memory, chat_body, completion, user_headers
+from proxy.request_id import client_request_id
+from tests.conftest import CHAT, USER_A, USER_B, add_memory, chat_body, completion, user_headers
 from tests.test_streaming import ScriptedStream, stream_reply
 
 HEX_ID = re.compile(r"[0-9a-f]{32}")
@@ -68,22 +69,32 @@ async def test_lines_of_a_streamed_body_carry_the_request_id(client: Any, outsid
     async with client.stream("POST", "/v1/chat/completions", json=chat_body("hi", stream=True),
                              headers=user_headers(USER_A, **{"x-request-id": "trace-42"})) as response:
         body = b"".join([part async for part in response.aiter_bytes()])
-    assert b"dropped mid-reply" in body and response.headers["x-request-id"] == "trace-42"
+    request_id = response.headers["x-request-id"]
+    assert b"dropped mid-reply" in body and HEX_ID.fullmatch(request_id)
     lines = {line["event"]: line for line in json_logs()}
-    assert lines["upstream_stream_dropped"]["request_id"] == "trace-42"  # logged from the streamed body
-    assert lines["test_job_enqueued"]["request_id"] == "trace-42"  # written as the stream ended
+    for event in ("upstream_stream_dropped", "test_job_enqueued"):  # from the streamed body; as the stream ended
+        assert (lines[event]["request_id"], lines[event]["client_request_id"]) == (request_id, "trace-42")
 
 
-async def test_a_sane_incoming_id_is_kept_and_an_insane_one_replaced(client: Any, outside: Any) -> None:
-    for sane in ("abc-123", "0f.a_b-C", "x" * 128):
-        response = await client.get("/v1/models", headers={"x-request-id": sane})
-        assert response.headers["x-request-id"] == sane
-    for insane in ("has space", "x" * 129, "<script>", "ünïcode".encode(), ""):
-        response = await client.get("/v1/models", headers={"x-request-id": insane})
+async def test_a_client_s_id_is_logged_beside_ours_and_never_becomes_ours(client: Any, outside: Any,
+                                                                           json_logs: Any) -> None:
+    """A client could send another user's X-Request-Id: the lines of two users' requests then shared one id."""
+    ids = []
+    for headers in (user_headers(USER_A, **{"x-request-id": "shared-7"}), user_headers(USER_B, **{"x-request-id": "shared-7"})):
+        response = await client.post(CHAT, json=chat_body("Hi"), headers=headers)
+        ids.append(response.headers["x-request-id"])
+    assert all(HEX_ID.fullmatch(request_id) for request_id in ids) and ids[0] != ids[1]
+    lines = [line for line in json_logs() if line["event"] == "memory_retrieval"]
+    assert [line["request_id"] for line in lines] == ids  # each user's line carries its own request's id
+    assert [line["client_request_id"] for line in lines] == ["shared-7", "shared-7"]  # the client's, findable
+
+
+async def test_a_sane_client_id_is_logged_and_an_insane_one_ignored(client: Any, outside: Any, json_logs: Any) -> None:
+    for client_id in ("abc-123", "0f.a_b-C", "x" * 128, "has space", "x" * 129, "<script>", "ünïcode".encode(), ""):
+        response = await client.post(CHAT, json=chat_body("Hi"), headers=user_headers(USER_A, **{"x-request-id": client_id}))
         assert HEX_ID.fullmatch(response.headers["x-request-id"])
-    first, second = (await client.get("/healthz")).headers["x-request-id"], (await client.get("/healthz")).headers[
-        "x-request-id"]
-    assert first != second
+    logged = [line.get("client_request_id") for line in json_logs() if line["event"] == "memory_retrieval"]
+    assert logged == ["abc-123", "0f.a_b-C", "x" * 128, None, None, None, None, None]
 
 
 async def test_error_replies_carry_the_request_id_too(client: Any, outside: Any) -> None:
@@ -92,20 +103,21 @@ async def test_error_replies_carry_the_request_id_too(client: Any, outside: Any)
     bad = await client.post("/v1/chat/completions", content=b"{not json", headers={"x-request-id": "bad-1"})
     assert unauthorized.status_code == 401 and HEX_ID.fullmatch(unauthorized.headers["x-request-id"])
     assert missing.status_code == 404 and HEX_ID.fullmatch(missing.headers["x-request-id"])
-    assert bad.status_code == 400 and bad.headers["x-request-id"] == "bad-1"
+    assert bad.status_code == 400 and HEX_ID.fullmatch(bad.headers["x-request-id"])
 
 
 async def test_the_request_id_ends_with_its_request(client: Any, outside: Any, json_logs: Any) -> None:
     await client.get("/healthz", headers={"x-request-id": "gone-after"})
     log.info("after_request")
     (line,) = [line for line in json_logs() if line["event"] == "after_request"]
-    assert "request_id" not in line
+    assert "request_id" not in line and "client_request_id" not in line
 
 
-def test_request_id_from_headers() -> None:
-    assert request_id_from([(b"x-request-id", b"a.b_c-1")]) == "a.b_c-1"
-    assert HEX_ID.fullmatch(request_id_from([(b"x-request-id", b"a b")]))
-    assert HEX_ID.fullmatch(request_id_from([]))
+def test_the_client_s_id_from_headers() -> None:
+    assert client_request_id([(b"x-request-id", b"a.b_c-1")]) == "a.b_c-1"
+    assert client_request_id([(b"x-request-id", b"gw-1"), (b"x-client-request-id", b"sdk-1")]) == "sdk-1"  # OpenAI's
+    assert client_request_id([(b"x-request-id", b"a b")]) is None
+    assert client_request_id([]) is None
 
 
 def test_user_ids_are_logged_as_keyed_hashes_unless_raw(capsys: pytest.CaptureFixture[str]) -> None:
@@ -186,8 +198,9 @@ async def test_a_relayed_reply_carries_one_request_id_and_the_upstream_s_under_i
         client: Any, outside: Any) -> None:
     """Issue 26: the upstream's X-Request-Id was relayed beside ours, two headers of one name."""
     outside.routes["chat"].respond(200, json=completion(), headers={"x-request-id": "upstream-7"})
-    response = await client.post(CHAT, json=chat_body("Hi"), headers=user_headers(USER_A, **{"x-request-id": "ours-1"}))
-    assert response.headers.get_list("x-request-id") == ["ours-1"]
+    response = await client.post(CHAT, json=chat_body("Hi"), headers=user_headers(USER_A, **{"x-request-id": "client-1"}))
+    [ours] = response.headers.get_list("x-request-id")
+    assert HEX_ID.fullmatch(ours)
     assert response.headers["x-upstream-request-id"] == "upstream-7"
 
 

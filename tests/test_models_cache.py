@@ -106,3 +106,72 @@ async def test_an_unreachable_upstream_gets_the_last_list(client: Any, server: B
     outside.routes["models"].mock(side_effect=httpx.ConnectError("refused"))
     response = await client.get("/v1/models")
     assert response.status_code == 200 and response.json() == OLD
+
+
+NOT_LISTS = {
+    "an HTML error page": (b"<html><body>502 Bad Gateway</body></html>", "text/html"),
+    "an empty list": (b'{"object": "list", "data": []}', "application/json"),
+    "models without an id": (b'{"object": "list", "data": [{"name": "qwen"}]}', "application/json"),
+    "a bare array": (b'[{"id": "qwen"}]', "application/json"),
+    "not JSON": (b'{"object": "list", "data": [', "application/json"),
+}
+
+
+@pytest.mark.parametrize(("body", "media_type"), NOT_LISTS.values(), ids=NOT_LISTS.keys())
+async def test_a_200_that_is_not_a_model_list_is_relayed_but_never_served_later(
+        client: Any, server: BusyServer, body: bytes, media_type: str) -> None:
+    server.reply = httpx.Response(200, content=body, headers={"content-type": media_type})
+    relayed = await client.get("/v1/models")
+    assert relayed.status_code == 200 and relayed.content == body  # in time: the upstream's answer, as it is
+    server.reply = httpx.Response(503, json={"error": {"message": "loading model", "type": "unavailable"}})
+    failing = await client.get("/v1/models")
+    assert failing.status_code == 503 and "x-memory-proxy-models" not in failing.headers
+
+
+async def test_a_list_without_object_list_is_a_good_list(client: Any, server: BusyServer) -> None:
+    """OpenWebUI reads `data[].id` only: a server that leaves out `"object": "list"` still lists its models."""
+    server.reply = httpx.Response(200, json={"data": [{"id": "qwen-1.5b"}]})
+    await client.get("/v1/models")
+    server.reply = httpx.Response(503, json={"error": {"message": "loading model", "type": "unavailable"}})
+    cached = await client.get("/v1/models")
+    assert cached.status_code == 200 and cached.json() == {"data": [{"id": "qwen-1.5b"}]}
+
+
+async def test_a_list_served_from_the_cache_carries_none_of_the_upstream_s_headers(
+        client: Any, server: BusyServer) -> None:
+    server.reply = httpx.Response(200, json=OLD, headers={
+        "set-cookie": "session=upstream-1", "x-ratelimit-remaining-requests": "99", "x-request-id": "up-1",
+        "openai-processing-ms": "12", "cache-control": "max-age=600"})
+    live = await client.get("/v1/models")
+    assert live.headers["x-ratelimit-remaining-requests"] == "99"  # the live reply is relayed with its headers
+    server.reply = httpx.Response(503, json={"error": {"message": "loading model", "type": "unavailable"}})
+    cached = await client.get("/v1/models")
+    assert cached.status_code == 200 and cached.json() == OLD
+    assert cached.headers["content-type"].startswith("application/json")
+    assert cached.headers["x-memory-proxy-models"] == "cached" and int(cached.headers["age"]) >= 0
+    assert int(cached.headers["content-length"]) == len(cached.content)
+    upstream_names = {"set-cookie", "x-ratelimit-remaining-requests", "x-upstream-request-id",
+                      "openai-processing-ms", "cache-control"}
+    assert not upstream_names & set(cached.headers.keys())
+    assert cached.headers["x-request-id"] != "up-1"  # our own request id, not the upstream's
+
+
+async def test_a_list_older_than_models_cache_max_age_is_not_served(database_url: str, tmp_path: Path,
+                                                                     app_factory: Any, server: BusyServer) -> None:
+    settings = load_settings(make_env(database_url, tmp_path, MODELS_TIMEOUT=str(TIMEOUT_S),
+                                      MODELS_CACHE_MAX_AGE="60"))
+    now = [1000.0]
+    async with AsyncTestClient(app_factory(settings), base_url="http://proxy.test") as old_client:
+        old_client.headers["authorization"] = f"Bearer {PROXY_KEY}"
+        old_client.app.state.services.models.clock = lambda: now[0]
+        await old_client.get("/v1/models")
+        server.reply = httpx.Response(503, json={"error": {"message": "loading model", "type": "unavailable"}})
+        now[0] += 59
+        assert (await old_client.get("/v1/models")).json() == OLD  # within the age: served
+        now[0] += 2
+        expired = await old_client.get("/v1/models")
+        assert expired.status_code == 503 and expired.json()["error"]["message"] == "loading model"
+        server.busy.set()  # a late upstream, as well as a failing one, gets the error past the age
+        late = await old_client.get("/v1/models")
+        assert late.status_code == 504
+        server.released.set()

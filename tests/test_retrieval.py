@@ -131,16 +131,16 @@ async def test_a_replacement_can_be_undone_with_its_own_audit_row(db: Any) -> No
     node = await add_memory(db, USER_A, "User is a software engineer who uses Node.")
     await memories.supersede_memory(db, user_id=USER_A, old_id=bun, new_id=node, reason="switched", action="replace")
     assert await memories.count_memories(db, USER_A) == 1
-    assert await memories.restore_memory(db, user_id=USER_A, vector_id=bun) == node
+    assert await memories.restore_memory(db, user_id=USER_A, vector_id=bun, max_memories=2000) == node
     cur = await db.execute("SELECT vector_id, superseded_by FROM users_vectors WHERE user_id = %s ORDER BY 1",
                            [USER_A])
     assert sorted(await cur.fetchall()) == sorted([(bun, None), (node, bun)])
     cur = await db.execute("SELECT action, old_vector_id, new_vector_id FROM memory_updates ORDER BY created_at")
     assert await cur.fetchall() == [("replace", bun, node), ("restore", node, bun)]
     with pytest.raises(memories.RestoreConflict):
-        await memories.restore_memory(db, user_id=USER_A, vector_id=bun)  # active already
+        await memories.restore_memory(db, user_id=USER_A, vector_id=bun, max_memories=2000)  # active already
     with pytest.raises(memories.RestoreConflict):
-        await memories.restore_memory(db, user_id=USER_B, vector_id=node)  # not B's
+        await memories.restore_memory(db, user_id=USER_B, vector_id=node, max_memories=2000)  # not B's
 
 
 async def test_maintenance_expires_merges_and_prunes_into_the_history(db: Any, database_url: str) -> None:

@@ -105,7 +105,7 @@ async def test_postings_follow_every_change_of_a_users_links(db: Any) -> None:
     terms, lexicon, stats = await postings(db, USER_A)
     assert {vid for _, vid in terms} == {node} and lexicon == {"user": 1, "code": 1, "node": 1} and stats == (1, 3)
 
-    await memories.restore_memory(db, user_id=USER_A, vector_id=bun)  # bun active again, node superseded
+    await memories.restore_memory(db, user_id=USER_A, vector_id=bun, max_memories=2000)  # bun active again, node superseded
     terms, lexicon, stats = await postings(db, USER_A)
     assert {vid for _, vid in terms} == {bun} and lexicon == {"user": 1, "code": 1, "bun": 1}
 

@@ -151,6 +151,15 @@ async def test_a_secret_in_an_audit_reason_is_redacted(db: Any) -> None:
     assert await cur.fetchall() == [("typo; my new wifi password is [REDACTED: password]",)]
 
 
+async def test_an_audit_reason_is_cut_to_its_bound_before_it_is_scanned_or_stored(db: Any) -> None:
+    """A model's reason (the worker's audits) is cut; the API refuses a longer one (tests/test_api_input.py)."""
+    from proxy.store.memories import MAX_REASON_CHARS, audit
+
+    await audit(db, user_id=USER_A, old_id=None, new_id=None, action="replace", reason="because " * 20_000)
+    cur = await db.execute("SELECT length(reason) FROM memory_updates WHERE user_id = %s", [USER_A])
+    assert await cur.fetchall() == [(MAX_REASON_CHARS,)]
+
+
 async def test_a_pinned_memory_imported_from_an_export_is_pinned_and_audited(db: Any) -> None:
     from proxy.export import read
     from proxy.store.transfer import import_memory

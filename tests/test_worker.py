@@ -205,7 +205,8 @@ async def test_the_same_fact_in_20_parallel_requests_leaves_one_memory(
                            for _ in range(20)))
     assert len(await job_rows(db)) == 20
     async with open_services(settings, httpx.AsyncClient()) as other:  # a second worker races the first
-        rival = Worker(pool=other.pool, embedder=other.embedder, llm=other.llm, settings=settings.formation)
+        rival = Worker(pool=other.pool, embedder=other.embedder, llm=other.llm, scanner=other.scanner,
+                       settings=settings.formation)
         done = await asyncio.gather(worker.run_until_idle(), rival.run_until_idle())
     assert sum(done) == 20
     assert await links(db, USER_A) == [BUN]
@@ -256,7 +257,7 @@ async def test_a_failing_memory_llm_is_retried_then_dead_and_chat_is_unaffected(
         memory_llm.hang = asyncio.Event()
     else:
         outside.routes["memory_llm"].respond(500, json={"object": "error", "message": "overloaded"})
-    # past JOB_BUSY_MAX_SECONDS a timeout counts as a failure (before it, the test below)
+    # past JOB_BUSY_MAX_SECONDS a timeout or a 5xx counts as a failure (before it, the tests below)
     settings = load_settings({**env, "JOB_MAX_ATTEMPTS": "3", "MEMORY_LLM_TIMEOUT": "0.2",
                               "JOB_BUSY_MAX_SECONDS": "0.001"})
     dead_before = metric("memory_proxy_jobs_total", event="dead")
@@ -265,7 +266,7 @@ async def test_a_failing_memory_llm_is_retried_then_dead_and_chat_is_unaffected(
     response = await client.post(CHAT, json=chat_body(BUN_MSG), headers=user_headers(USER_A))
     assert response.status_code == 200
     async with open_services(settings, httpx.AsyncClient()) as services:
-        worker = Worker(pool=services.pool, embedder=services.embedder, llm=services.llm,
+        worker = Worker(pool=services.pool, embedder=services.embedder, llm=services.llm, scanner=services.scanner,
                         settings=settings.formation)
         async with asyncio.timeout(20):  # backoff is 10 ms here: poll until the job is dead
             while (await job_rows(db))[0][1] != "dead":
@@ -285,7 +286,7 @@ async def test_a_failing_memory_llm_is_retried_then_dead_and_chat_is_unaffected(
     outside.routes["memory_llm"].mock(side_effect=memory_llm)
     assert await jobs.retry_dead(db) == 1
     async with open_services(settings, httpx.AsyncClient()) as services:
-        worker = Worker(pool=services.pool, embedder=services.embedder, llm=services.llm,
+        worker = Worker(pool=services.pool, embedder=services.embedder, llm=services.llm, scanner=services.scanner,
                         settings=settings.formation)
         assert await worker.run_until_idle() == 1
     assert await links(db, USER_A) == [BUN]
@@ -305,7 +306,7 @@ async def test_a_busy_memory_llm_server_is_queueing_not_failure(
     timeouts = metric("memory_proxy_llm_calls_total", purpose="extract", outcome="timeout")
     await client.post(CHAT, json=chat_body(BUN_MSG), headers=user_headers(USER_A))
     async with open_services(settings, httpx.AsyncClient()) as services:
-        worker = Worker(pool=services.pool, embedder=services.embedder, llm=services.llm,
+        worker = Worker(pool=services.pool, embedder=services.embedder, llm=services.llm, scanner=services.scanner,
                         settings=settings.formation)
         assert await worker.run_until_idle() == 1  # one attempt of at most 1, yet not dead
         cur = await db.execute("SELECT status, attempts, run_after - now() FROM memory_jobs")
@@ -316,6 +317,67 @@ async def test_a_busy_memory_llm_server_is_queueing_not_failure(
         await db.execute("UPDATE memory_jobs SET run_after = now()")
         assert await worker.run_until_idle() == 1
     assert await links(db, USER_A) == [BUN]
+
+
+OUTAGES = {
+    "503": lambda memory_llm, route: setattr(memory_llm, "down", True),
+    "connection refused": lambda memory_llm, route: route.mock(side_effect=httpx.ConnectError("refused")),
+}
+
+
+async def aged(db: Any, step: str = "run_after - now()") -> None:
+    """Time passes for the queue without waiting: every queued job is `step` older and ready to be claimed."""
+    await db.execute(f"UPDATE memory_jobs SET created_at = created_at - ({step}), run_after = now()"
+                     " WHERE status = 'queued'")
+
+
+@pytest.mark.parametrize("outage", OUTAGES.values(), ids=OUTAGES.keys())
+async def test_a_ten_minute_memory_llm_outage_kills_no_job(db: Any, worker: Any, memory_llm: Any, outside: Any,
+                                                           outage: Any) -> None:
+    """5xx and refused connections spent attempts: an outage of more than ~150 s killed every job written before
+    it. A server that is down is waited for like a busy one (JOB_BUSY_MAX_SECONDS), its jobs' attempts kept."""
+    memory_llm.extract = facts_for
+    users = [f"user-{n}" for n in range(10)]
+    for user in users:
+        await jobs.enqueue(db, user_id=user, said_at=datetime.now(UTC), payload={"user_message": BUN_MSG})
+    outage(memory_llm, outside.routes["memory_llm"])
+    down = metric("memory_proxy_llm_calls_total", purpose="extract", outcome="down")
+    rounds = 0
+    while True:  # each round: every job tried once, then its backoff (10 s to 60 s) passes at once
+        assert await worker.run_until_idle() == len(users)
+        cur = await db.execute("SELECT DISTINCT status, attempts FROM memory_jobs")
+        assert await cur.fetchall() == [("queued", 0)]  # none dead, no attempt spent
+        rounds += 1
+        cur = await db.execute("SELECT min(now() - created_at) FROM memory_jobs")
+        if (await cur.fetchone())[0] >= timedelta(minutes=10):
+            break
+        await aged(db)
+    assert rounds >= 15  # the waits grew to the minute they are capped at
+    assert metric("memory_proxy_llm_calls_total", purpose="extract", outcome="down") == down + rounds * len(users)
+
+    memory_llm.down = False  # the server is back
+    outside.routes["memory_llm"].mock(side_effect=memory_llm)
+    await aged(db)
+    assert await worker.run_until_idle() == len(users)
+    cur = await db.execute("SELECT DISTINCT status FROM memory_jobs")
+    assert await cur.fetchall() == [("done",)]
+    for user in users:
+        assert await links(db, user) == [BUN]
+
+
+async def test_a_request_the_memory_llm_refuses_still_spends_attempts(db: Any, worker: Any, outside: Any) -> None:
+    """A 400 says the request is wrong: asking again will not change it, so the job dies after its attempts."""
+    from proxy.worker import Worker
+
+    outside.routes["memory_llm"].respond(400, json={"error": {"message": "bad request", "type": "invalid_request"}})
+    await jobs.enqueue(db, user_id=USER_A, said_at=datetime.now(UTC), payload={"user_message": BUN_MSG})
+    worker = Worker(pool=worker.pool, embedder=worker.embedder, llm=worker.llm,  # one attempt per round
+                    settings=replace(worker.settings, retry_base_s=60), scanner=worker.scanner)
+    for attempt in range(1, worker.settings.max_attempts + 1):
+        await aged(db, "interval '1 second'")
+        assert await worker.run_until_idle() == 1
+        cur = await db.execute("SELECT status, attempts FROM memory_jobs")
+        assert await cur.fetchone() == ("queued" if attempt < worker.settings.max_attempts else "dead", attempt)
 
 
 HOSTILE_REPLIES = {  # the reply's text, and how the server says it ended
@@ -397,7 +459,7 @@ async def test_every_provider_and_mode_forms_memories(env: dict, outside: Any, d
     await add_memory(db, USER_A, "User lives in Berlin.")
     await jobs.enqueue(db, user_id=USER_A, said_at=datetime.now(UTC), payload={"user_message": BUN_MSG})
     async with open_services(settings, httpx.AsyncClient()) as services:
-        worker = Worker(pool=services.pool, embedder=services.embedder, llm=services.llm,
+        worker = Worker(pool=services.pool, embedder=services.embedder, llm=services.llm, scanner=services.scanner,
                         settings=settings.formation)
         assert await worker.run_until_idle() == 1
     assert await links(db, USER_A) == [BUN, "User lives in Berlin."]

@@ -20,7 +20,7 @@ def _serve(settings: Settings, _: argparse.Namespace) -> int:
 
     from ..app import create_app
 
-    app = create_app(settings)
+    app = create_app(settings, warm_scanner=True)
     uvicorn.run(
         app, host=settings.server.host, port=settings.server.port,
         http="httptools", loop="uvloop" if sys.platform != "win32" else "asyncio",

@@ -1,7 +1,8 @@
 """A memory's text: one rule for every way in (chat formation, the management API, the CLI).
 
 Whitespace is collapsed, secrets are redacted (proxy/redact.py), and a text over MAX_MEMORY_BYTES of
-UTF-8 is refused, never cut mid-meaning (the database enforces the same limit). Formation is stricter:
+UTF-8 is refused, never cut mid-meaning (the database enforces the same limit). Its size is checked before
+the secret scan, whose cost grows with the text: an oversized text is refused unread. Formation is stricter:
 a fact that held a secret is dropped whole, since "User's API key is [REDACTED]" is worth nothing.
 """
 
@@ -10,7 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..redact import PLACEHOLDER, redact
+from ..redact import PLACEHOLDER, Redaction, redact
+from ..scanner import Scanner
 
 _WHITESPACE = re.compile(r"[ \t\n\r\f\v]+")  # PostgreSQL's \s in memory_key()
 UNSTORABLE = re.compile("[\x00\ud800-\udfff]")  # what no PostgreSQL text can hold: NUL, lone surrogates
@@ -21,12 +23,15 @@ MAX_FACTS_PER_TURN = 10  # per-turn cap on new memories: a runaway extraction ca
 
 @dataclass(frozen=True, slots=True)
 class Content:
-    text: str
+    text: str  # empty when oversized: a text that was not scanned is never handed on
     secrets: tuple[str, ...]  # kinds of secret it held (redacted now, or already when it came in)
+    oversized: bool = False  # over MAX_MEMORY_BYTES before redaction: refused unread
 
     @property
     def problem(self) -> str | None:
-        """Why it cannot be stored (empty, too long), or None."""
+        """Why it cannot be stored (too long, empty), or None."""
+        if self.oversized:
+            return f"the memory text is over {MAX_MEMORY_BYTES} bytes"
         if not self.text:
             return "the memory text is empty"
         if UNSTORABLE.search(self.text):
@@ -44,6 +49,21 @@ def same_text_key(text: str) -> str:
     return _WHITESPACE.sub(" ", text.strip(" \t\r\n.!").lower())
 
 
-def memory_content(raw: str) -> Content:
-    redaction = redact(" ".join(raw.split()))
+def _oversized(text: str) -> bool:
+    return len(text.encode("utf-8", "surrogatepass")) > MAX_MEMORY_BYTES
+
+
+def _content(raw: str, redaction: Redaction) -> Content:
     return Content(redaction.text, redaction.kinds or tuple(PLACEHOLDER.findall(raw)))  # held one before
+
+
+def memory_content(raw: str) -> Content:
+    """`raw` as a memory, scanned here (a worker process, the CLI: no event loop to hold up)."""
+    text = " ".join(raw.split())
+    return Content("", (), oversized=True) if _oversized(text) else _content(raw, redact(text))
+
+
+async def scanned_content(raw: str, scanner: Scanner) -> Content:
+    """`memory_content(raw)` with the scan off the event loop (the management API); raises ScanFailed."""
+    text = " ".join(raw.split())
+    return Content("", (), oversized=True) if _oversized(text) else _content(raw, await scanner.redact(text))

@@ -16,7 +16,8 @@ trusted with (provenance, secrets, grounding, size, duplicates, the flip-flop ru
 4. Each fact is kept only if it is about the user ("User …"), holds no secret (memory/content.py), fits
    the size limits, and is grounded (memory/evidence.grounding): its names and numbers come from the
    user's words (this message or their earlier ones in the chat) or the turn's date, not from the
-   assistant's words or the prompt's examples. Each one left out is logged with its reason.
+   assistant's words or the prompt's examples. Each one left out is logged with its reason. These checks
+   run in a worker process with a deadline (proxy/scanner.py), never on the event loop.
 5. Each kept fact that is not an exact duplicate is compared with its nearest memories by the model
    (memory/resolve.relate); a replace, refine or ignore is acted on only once the model confirms it for
    that pair (memory/resolve.confirmed), else the fact is added. Facts that expire sooner never retire longer-lived
@@ -39,6 +40,7 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 
 from ..prompts import load_prompt
+from ..scanner import Scanner
 from ..schemas import FactAttributes, Memory
 from ..settings import FormationSettings
 from ..store import memories, search
@@ -56,6 +58,7 @@ from .resolve import Action, Relation, Resolution, confirmed, forgotten, proposa
 BEFORE_CHARS = 300  # of the assistant's previous message, shown for reference (answers to its question)
 MAX_MESSAGE_CHARS = 4000  # of the user's own words, shown to the model (the prompt stays bounded)
 MAX_FACT_WORDS = 24  # a longer "fact" is a paraphrased passage, not one fact
+MAX_FACTS_READ = 2 * MAX_FACTS_PER_TURN  # of one reply: the rest cannot be kept anyway, and each costs a scan
 FORGET_CANDIDATES = 10
 MAX_CONFIRMATIONS = 2  # destructive proposals checked per fact; past them the fact is added
 
@@ -81,7 +84,7 @@ class Turn:
     payload: dict[str, Any]
 
 
-async def form(turn: Turn, *, pool: AsyncConnectionPool, embedder: Embedder, llm: MemoryLLM,
+async def form(turn: Turn, *, pool: AsyncConnectionPool, embedder: Embedder, llm: MemoryLLM, scanner: Scanner,
                settings: FormationSettings) -> Formation:
     said = own_words(turn.payload.get("user_message", ""))
     formation = Formation()
@@ -109,7 +112,10 @@ async def form(turn: Turn, *, pool: AsyncConnectionPool, embedder: Embedder, llm
     earlier = [own_words(line.removeprefix("user: ")).text for line in context if line.startswith("user: ")]
     elsewhere = "\n".join([*(line for line in context if not line.startswith("user: ")), _example_facts()])
     known = [str(m.get("content", "")) for m in turn.payload.get("retrieved", []) if isinstance(m, dict)]
-    kept = _kept(extraction.facts, said, earlier, elsewhere, turn.said_at, formation.dropped, known)
+    # In a worker process with a deadline (proxy/scanner.py): a reply's facts are scanned for secrets and
+    # checked against the user's words, work that grows with what the model wrote. ScanFailed: retried.
+    kept, dropped = await scanner.run(kept_facts, extraction.facts, said, earlier, elsewhere, turn.said_at, known)
+    formation.dropped += dropped
     if not kept:
         return formation
     vectors = await embedder.embed([embedding_text(text, turn.said_at) for text, _ in kept])
@@ -191,14 +197,15 @@ def _settle(resolutions: list[Resolution], targets: dict[str, Memory], settings:
             r.action, r.target_id, r.reason = "add", None, f"{r.reason}; another fact of this turn replaces it"
 
 
-def _kept(facts: list[ExtractedFact], said: OwnWords, earlier: list[str], elsewhere: str, said_at: datetime,
-          dropped: list[dict[str, str]], known: Sequence[str] = ()) -> list[tuple[str, ExtractedFact]]:
-    """The facts worth storing, cleaned; each one left out is added to `dropped` with its reason. `known`: the
-    memories injected into this turn; an ungrounded fact that only restates one (all its words in it) is
-    dropped as `known`, not `unsupported`."""
+def kept_facts(facts: list[ExtractedFact], said: OwnWords, earlier: list[str], elsewhere: str, said_at: datetime,
+               known: Sequence[str] = ()) -> tuple[list[tuple[str, ExtractedFact]], list[dict[str, str]]]:
+    """The facts worth storing, cleaned, and each one left out with its reason. `known`: the memories
+    injected into this turn; an ungrounded fact that only restates one (all its words in it) is dropped as
+    `known`, not `unsupported`. Past MAX_FACTS_READ facts the rest are dropped unread (`over_cap`)."""
     kept: list[tuple[str, ExtractedFact]] = []
+    dropped: list[dict[str, str]] = []
     known_words = [set(_WORD.findall(text.lower())) for text in known]
-    for fact in facts:
+    for fact in facts[:MAX_FACTS_READ]:
         content = memory_content(_ABOUT_USER.sub("User", fact.fact.strip(), count=1))
         words = set(_WORD.findall(content.text.lower()))
         why = _why_not(content, [text for text, _ in kept]) or grounding(
@@ -210,11 +217,13 @@ def _kept(facts: list[ExtractedFact], said: OwnWords, earlier: list[str], elsewh
             dropped.append({"fact": content.text[:200], "why": why})  # redacted: it is logged
         else:
             kept.append((content.text, fact))
-    return kept
+    return kept, dropped + [{"fact": "", "why": "over_cap"} for _ in facts[MAX_FACTS_READ:]]
 
 
 def _why_not(content: Content, kept: list[str]) -> str | None:
     """Why a fact is not stored whatever it says (memory_proxy_facts_dropped_total{reason}), or None."""
+    if content.oversized:
+        return "too_long"
     if not content.text:
         return "empty"
     if not _ABOUT_USER.match(content.text):

@@ -6,8 +6,10 @@ which respx cannot intercept). Every call is bounded by MEMORY_LLM_TIMEOUT and c
 A reply that does not validate even after instructor's one re-ask (not JSON, truncated, nested too deep,
 a lone surrogate, the wrong shape) is `MalformedReply`: the model has answered, and asking again at
 temperature 0 answers the same, so the caller reads it as an empty answer ("no facts") instead of
-failing the job. Any other failure (timeout, HTTP error, connection) becomes `MemoryUnavailable("llm")`:
-the worker retries the job with backoff.
+failing the job. A server that is busy (the call timed out: LLM_BUSY) or down (unreachable, the connection
+dropped, HTTP 5xx, 408 or 429: LLM_DOWN) will answer later: the worker retries the job without spending
+an attempt (`WAITING`, JOB_BUSY_MAX_SECONDS). Any other failure (a 4xx that asking again will not change)
+becomes `MemoryUnavailable("llm")`: the worker retries the job with backoff, up to JOB_MAX_ATTEMPTS.
 """
 
 from __future__ import annotations
@@ -38,7 +40,11 @@ class MalformedReply(Exception):
 
 
 LLM_BUSY = "llm_busy"  # MemoryUnavailable's reason for a call that timed out: queueing, not failure
+LLM_DOWN = "llm_down"  # … for a server that could not be reached or failed: an outage, not the job's fault
+WAITING = frozenset({LLM_BUSY, LLM_DOWN})  # reasons a job waits for the server without spending an attempt
 _TIMEOUTS = (TimeoutError, httpx.TimeoutException, openai.APITimeoutError)
+_UNREACHABLE = (httpx.TransportError, openai.APIConnectionError)  # refused, reset, DNS (after timeouts: subclasses)
+_LATER = frozenset({408, 429})  # 4xx statuses that say "ask again later"
 
 
 def _timed_out(exc: BaseException) -> bool:
@@ -50,6 +56,25 @@ def _malformed(exc: BaseException) -> bool:
     """The call failed on the reply itself, not on the way to it (instructor wraps both)."""
     cause = exc.__cause__ if isinstance(exc, InstructorRetryException) else exc
     return isinstance(cause, _UNREADABLE)
+
+
+def _down(exc: BaseException) -> bool:
+    """The server could not be reached or failed (HTTP 5xx, 408, 429): it will answer once it is back. A 4xx
+    that says the request itself is wrong is not this: asking again will not change it."""
+    cause = exc.__cause__ if isinstance(exc, InstructorRetryException) and exc.__cause__ else exc
+    status = getattr(cause, "status_code", None)
+    if isinstance(status, int):
+        return status >= 500 or status in _LATER
+    return isinstance(cause, _UNREACHABLE)
+
+
+def _failure(exc: BaseException) -> str:
+    """What failed, by type and HTTP status, never by message: an SDK's error quotes the server's error body,
+    which may echo the prompt, and instructor's quotes the reply."""
+    cause = exc.__cause__ if isinstance(exc, InstructorRetryException) and exc.__cause__ else exc
+    status = getattr(cause, "status_code", None)
+    return type(cause).__name__ + (f" (HTTP {status})" if isinstance(status, int) else "")
+
 
 MODES = {
     "tools": instructor.Mode.TOOLS,
@@ -111,8 +136,11 @@ class MemoryLLM:
             if _timed_out(exc):  # a busy server (queued behind chat): the job is retried without spending an attempt
                 LLM_CALLS.labels(purpose, "timeout").inc()
                 raise MemoryUnavailable(LLM_BUSY, f"{purpose} call timed out: {type(exc).__name__}") from exc
+            if _down(exc):  # an outage: the job waits for the server without spending an attempt
+                LLM_CALLS.labels(purpose, "down").inc()
+                raise MemoryUnavailable(LLM_DOWN, f"{purpose} call failed: {_failure(exc)}") from exc
             LLM_CALLS.labels(purpose, "error").inc()
-            raise MemoryUnavailable("llm", f"{purpose} call failed: {type(exc).__name__}: {exc}") from exc
+            raise MemoryUnavailable("llm", f"{purpose} call failed: {_failure(exc)}") from exc
         LLM_CALLS.labels(purpose, "ok").inc()
         prompt_tokens, completion_tokens = _usage(completion)
         LLM_TOKENS.labels(purpose, "prompt").inc(prompt_tokens)

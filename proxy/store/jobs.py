@@ -133,7 +133,7 @@ async def complete(conn: AsyncConnection[Any], *, job_id: int, worker_id: str) -
 async def fail(conn: AsyncConnection[Any], *, job_id: int, worker_id: str, error: str,
                max_attempts: int, backoff_s: float, busy_max_s: float | None = None) -> str | None:
     """Back to the queue after `backoff_s`, or dead after `max_attempts`; returns the new status.
-    With `busy_max_s` (the model server was busy: queueing, not failure), a job written less than that long ago
+    With `busy_max_s` (the model server was busy or down: waiting, not failure), a job written less than that long ago
     gets its attempt back and waits a quarter of its age (10 s to 60 s) instead. In the caller's scope (the job's
     user), like `complete`."""
     cur = await conn.execute(

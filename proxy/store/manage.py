@@ -79,9 +79,10 @@ async def get_memory(conn: AsyncConnection[Any], user_id: str, vector_id: str) -
 
 async def edit_memory(conn: AsyncConnection[Any], user_id: str, vector_id: str, *, content: str,
                       embedding: Sequence[float] | None, model: str, attributes: FactAttributes,
-                      reason: str) -> str | None:
+                      reason: str, max_versions: int) -> str | None:
     """Replace an active memory by a new version (new vector; `embedding` None: the old one's), keeping
-    its pin and statement time; the old link is superseded by the new one and audited as `edit`.
+    its pin and statement time; the old link is superseded by the new one and audited as `edit`; then at
+    most `max_versions` versions of it are kept (`keep_versions`).
     Returns the new id; None when the user has no such active memory. Raises EditConflict."""
     async with user_scope(conn, user_id):
         old = await memories.lock_active_link(conn, user_id, vector_id)
@@ -99,7 +100,37 @@ async def edit_memory(conn: AsyncConnection[Any], user_id: str, vector_id: str, 
         await conn.execute("UPDATE users_vectors SET superseded_by = %s WHERE user_id = %s AND vector_id = %s",
                            [new_id, user_id, vector_id])
         await memories.audit(conn, user_id=user_id, old_id=vector_id, new_id=new_id, reason=reason, action="edit")
+    await keep_versions(conn, user_id, new_id, max_versions)
     return new_id
+
+
+_OLDER_VERSIONS = """
+WITH RECURSIVE older(id) AS (
+    SELECT %(id)s::text
+    UNION
+    SELECT uv.vector_id FROM older o JOIN users_vectors uv ON uv.user_id = %(user)s AND uv.superseded_by = o.id
+)
+SELECT uv.vector_id FROM users_vectors uv JOIN older o ON o.id = uv.vector_id
+WHERE uv.user_id = %(user)s AND uv.superseded_at IS NOT NULL
+ORDER BY uv.created_at DESC, uv.vector_id DESC OFFSET %(keep)s
+"""
+
+
+async def keep_versions(conn: AsyncConnection[Any], user_id: str, vector_id: str, max_versions: int) -> int:
+    """MAX_VERSIONS_PER_MEMORY: of the retired versions that `vector_id` replaced (through its link's chain of
+    `superseded_by`, edits and replacements), the oldest beyond `max_versions - 1` are deleted with their audit
+    rows, then their vectors if nobody links them. The newest stay restorable; a change is never refused for
+    its history. Returns how many were deleted."""
+    async with user_scope(conn, user_id):
+        found = await conn.execute(_OLDER_VERSIONS, {"user": user_id, "id": vector_id, "keep": max_versions - 1})
+        dropped = [row[0] for row in await found.fetchall()]
+        if dropped:
+            await conn.execute("DELETE FROM memory_updates WHERE user_id = %s AND (old_vector_id = ANY(%s)"
+                               " OR new_vector_id = ANY(%s))", [user_id, dropped, dropped])
+            await conn.execute("DELETE FROM users_vectors WHERE user_id = %s AND vector_id = ANY(%s)",
+                               [user_id, dropped])
+    await delete_orphan_vectors(conn, dropped)
+    return len(dropped)
 
 
 async def delete_memory(conn: AsyncConnection[Any], user_id: str, vector_id: str, reason: str) -> bool:

@@ -19,10 +19,12 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
-from ..redact import redact
+from ..scanner import SMALL_TEXT_CHARS, redact_small
 from ..schemas import FactAttributes, Memory
 from .scope import in_all_users, in_user_scope
 from .search import MEMORY_COLUMNS, as_vector, memory
+
+MAX_REASON_CHARS = 500  # of an audit row's reason: the API refuses a longer one, other writers are cut
 
 
 async def insert_vector(conn: AsyncConnection[Any], *, content: str, embedding: Sequence[float], model: str,
@@ -31,7 +33,8 @@ async def insert_vector(conn: AsyncConnection[Any], *, content: str, embedding: 
     """Store one text and its vector. Every stored memory passes here: secrets are redacted as the last
     line of defence (callers redact before embedding, so this normally changes nothing)."""
     vector_id = str(uuid.uuid4())
-    content = redact(content).text
+    if len(content) <= SMALL_TEXT_CHARS:  # a longer one is over the database's 2 KB check: refused, unread
+        content = (await redact_small(content)).text
     facts = attributes or FactAttributes()
     await conn.execute(
         "INSERT INTO vectors (id, embedding, embedding_model, content, metadata, stated_at, memory_type,"
@@ -178,20 +181,29 @@ async def set_pinned(conn: AsyncConnection[Any], user_id: str, vector_id: str, p
 
 async def audit(conn: AsyncConnection[Any], *, user_id: str, old_id: str | None, new_id: str | None,
                 reason: str, action: str) -> None:
-    """Record a change. `reason` may be a user's free text (management API): redacted like a memory."""
+    """Record a change. `reason` may be a user's free text (management API, which refuses a longer one) or a
+    model's: cut to MAX_REASON_CHARS, then redacted like a memory."""
+    reason = (await redact_small(reason[:MAX_REASON_CHARS])).text
     async with in_user_scope(conn, user_id):
         await conn.execute(
             "INSERT INTO memory_updates (user_id, old_vector_id, new_vector_id, reason, action)"
-            " VALUES (%s, %s, %s, %s, %s)", [user_id, old_id, new_id, redact(reason).text, action])
+            " VALUES (%s, %s, %s, %s, %s)", [user_id, old_id, new_id, reason, action])
 
 
 class RestoreConflict(Exception):
     """The memory cannot be restored: it is not a superseded memory of this user, or the same text is active."""
 
 
-async def restore_memory(conn: AsyncConnection[Any], *, user_id: str, vector_id: str, reason: str = "") -> str | None:
+class MemoryCapReached(Exception):
+    """The user holds MAX_MEMORIES_PER_USER active memories: no memory is added or brought back."""
+
+
+async def restore_memory(conn: AsyncConnection[Any], *, user_id: str, vector_id: str, max_memories: int,
+                         reason: str = "") -> str | None:
     """Undo a replacement: `vector_id` (superseded) is active again and what replaced it, if still active,
-    is superseded by it; both audited as `restore`. Returns the id it took the place of."""
+    is superseded by it; both audited as `restore`. Returns the id it took the place of. A restore that
+    adds an active memory (what replaced it is gone too: a deleted memory) needs room under `max_memories`
+    (else MemoryCapReached), as a new memory does."""
     async with in_user_scope(conn, user_id):
         cur = await conn.execute(
             "SELECT superseded_by FROM users_vectors WHERE user_id = %s AND vector_id = %s"
@@ -200,10 +212,15 @@ async def restore_memory(conn: AsyncConnection[Any], *, user_id: str, vector_id:
         if row is None:
             raise RestoreConflict(f"{vector_id} is not a superseded memory of this user")
         replacement = row[0]
+        swapped = None
         if replacement:
-            await conn.execute(
+            swapped = await conn.execute(
                 "UPDATE users_vectors SET superseded_by = %s, superseded_at = now()"
-                " WHERE user_id = %s AND vector_id = %s AND superseded_at IS NULL", [vector_id, user_id, replacement])
+                " WHERE user_id = %s AND vector_id = %s AND superseded_at IS NULL RETURNING vector_id",
+                [vector_id, user_id, replacement])
+        if (swapped is None or await swapped.fetchone() is None) and (
+                await count_memories(conn, user_id, lock=True) >= max_memories):
+            raise MemoryCapReached(f"this user holds {max_memories} active memories (MAX_MEMORIES_PER_USER)")
         cur = await conn.execute(
             "UPDATE users_vectors uv SET superseded_by = NULL, superseded_at = NULL"
             " WHERE user_id = %s AND vector_id = %s AND NOT EXISTS (SELECT 1 FROM users_vectors o"
@@ -236,13 +253,31 @@ async def lock_active_link(conn: AsyncConnection[Any], user_id: str, vector_id: 
     return LockedLink(*row) if row else None
 
 
-async def count_memories(conn: AsyncConnection[Any], user_id: str) -> int:
-    """The user's active memories (superseded ones are history, not memories)."""
+async def count_memories(conn: AsyncConnection[Any], user_id: str, *, lock: bool = False) -> int:
+    """The user's active memories (superseded ones are history, not memories). With `lock`, inside the
+    caller's transaction, first wait for the user's count lock and hold it to the transaction's end: two
+    writers that each count before adding cannot both take the last place under the cap."""
     async with in_user_scope(conn, user_id):
+        if lock:
+            await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('memory-proxy active ' || %s, 0))",
+                               [user_id])
         cur = await conn.execute(
             "SELECT count(*) FROM users_vectors WHERE user_id = %s AND superseded_at IS NULL", [user_id])
     row = await cur.fetchone()
     return int(row[0]) if row else 0
+
+
+async def add_within_cap(conn: AsyncConnection[Any], *, user_id: str, max_memories: int, content: str,
+                         embedding: Sequence[float], model: str, stated_at: datetime | None = None,
+                         metadata: dict[str, Any] | None = None, attributes: FactAttributes | None = None) -> str:
+    """`add_or_find_memory` for a new memory that needs room under `max_memories` (MemoryCapReached
+    otherwise), counted under the user's count lock in the transaction that adds it."""
+    async with in_user_scope(conn, user_id):
+        if await count_memories(conn, user_id, lock=True) >= max_memories:
+            raise MemoryCapReached(f"this user holds {max_memories} active memories (MAX_MEMORIES_PER_USER)")
+        new_id = await add_memory(conn, user_id=user_id, content=content, embedding=embedding, model=model,
+                                  stated_at=stated_at, metadata=metadata, attributes=attributes)
+    return new_id or await find_same_text(conn, user_id, content) or ""
 
 
 async def memory_totals(conn: AsyncConnection[Any]) -> tuple[int, int]:
