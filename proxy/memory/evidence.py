@@ -132,6 +132,12 @@ def _rag(message: str) -> tuple[str, list[str]]:
     return f"{before}\n{tail}", [instructions, context]
 
 
+def users_part(message: str) -> str:
+    """`message` less OpenWebUI's RAG template around it (its instructions and documents, see `_rag`): what
+    the chat turn is searched by and what a formation job keeps."""
+    return _rag(message)[0]
+
+
 def own_words(message: str) -> OwnWords:
     """The sentences of `message` that are the user's own (see the module docstring)."""
     text, left_out = _rag(message)
