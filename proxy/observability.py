@@ -149,7 +149,7 @@ PROVENANCE_CHECKS = Counter(
 LLM_TOKENS = Counter("memory_proxy_llm_tokens_total", "Memory-LLM tokens by purpose and kind (prompt, completion).",
                      ["purpose", "kind"])
 SCANS = Counter("memory_proxy_secret_scans_total",
-                "Secret scans and fact checks run off the event loop (proxy/scanner.py), by where (thread: a small "
+                "Secret scans and formation's reading of a turn and checks of its facts, run off the event loop (proxy/scanner.py), by where (thread: a small "
                 "text; process: a worker process) and outcome (ok; failed; timeout: past SECRET_SCAN_TIMEOUT, its "
                 "text not kept).", ["where", "outcome"])
 SCAN_SECONDS = Histogram("memory_proxy_secret_scan_seconds",

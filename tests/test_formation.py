@@ -201,12 +201,13 @@ async def test_a_document_that_spoofs_the_users_query_plants_nothing_and_erases_
 
 async def test_a_replys_facts_are_checked_in_a_worker_process(
         client: Any, outside: Any, db: Any, worker: Any, memory_llm: Any) -> None:
-    """Redacting and grounding what the model wrote grows with the reply: never on the event loop."""
+    """Reading the user's words and redacting and grounding what the model wrote grow with the message and the
+    reply: never on the event loop (two runs in a worker process a job)."""
     memory_llm.extract = lambda message: [{"fact": "User uses Bun at work.", "type": "project"}]
     before = metric("memory_proxy_secret_scans_total", where="process", outcome="ok")
     await client.post(CHAT, json=chat_body("I use Bun at work."), headers=user_headers(USER_A))
     assert await worker.run_until_idle() == 1
-    assert metric("memory_proxy_secret_scans_total", where="process", outcome="ok") == before + 1
+    assert metric("memory_proxy_secret_scans_total", where="process", outcome="ok") == before + 2
     assert await links(db, USER_A) == ["User uses Bun at work."]
 
 

@@ -84,11 +84,21 @@ class Turn:
     payload: dict[str, Any]
 
 
+def users_words(payload: dict[str, Any]) -> tuple[OwnWords, bool, list[str]]:
+    """A turn's own words (memory/evidence.own_words), whether they say nothing worth a model call
+    (FORMATION_SKIP_TRIVIAL), and the user's own words of the earlier messages the job holds."""
+    said = own_words(payload.get("user_message", ""))
+    earlier = [own_words(line.removeprefix("user: ")).text for line in payload.get("context", [])
+               if line.startswith("user: ")]
+    return said, contentless(said.text), earlier
+
+
 async def form(turn: Turn, *, pool: AsyncConnectionPool, embedder: Embedder, llm: MemoryLLM, scanner: Scanner,
                settings: FormationSettings) -> Formation:
-    said = own_words(turn.payload.get("user_message", ""))
+    # In a worker process (proxy/scanner.py), as all the pure work that grows with what the user wrote.
+    said, trivial, earlier = await scanner.run(users_words, turn.payload)
     formation = Formation()
-    if not said.text or (settings.skip_trivial and contentless(said.text)):
+    if not said.text or (settings.skip_trivial and trivial):
         formation.skipped = "trivial turn"
         return formation
     if settings.provenance_check:
@@ -109,7 +119,6 @@ async def form(turn: Turn, *, pool: AsyncConnectionPool, embedder: Embedder, llm
                                                   llm=llm, malformed=formation.malformed)
     formation.extracted = len(extraction.facts)
     context = turn.payload.get("context", [])
-    earlier = [own_words(line.removeprefix("user: ")).text for line in context if line.startswith("user: ")]
     elsewhere = "\n".join([*(line for line in context if not line.startswith("user: ")), _example_facts()])
     known = [str(m.get("content", "")) for m in turn.payload.get("retrieved", []) if isinstance(m, dict)]
     # In a worker process with a deadline (proxy/scanner.py): a reply's facts are scanned for secrets and
