@@ -28,6 +28,7 @@ class Breaker:
         self._cool_s = cool_s
         self._open_until = 0.0
         self._probing = False  # a half-open probe is out: its failure doubles the cool-down
+        BREAKER_OPEN.labels(part).set(0)  # shown closed from the start (a series appears only once set)
 
     def allow(self) -> bool:
         """May a call go ahead now? In the half-open state one call goes and the next ones wait for it."""

@@ -135,14 +135,21 @@ FORMATION_LATENCY = Histogram(
 REDACTIONS = Counter("memory_proxy_redactions_total",
                      "Secrets replaced by [REDACTED: kind] before anything was stored, by kind.", ["kind"])
 LLM_CALLS = Counter("memory_proxy_llm_calls_total",
-                    "Memory-LLM calls by purpose (extract, check, relate, forget) and outcome (ok, error, malformed, "
+                    "Memory-LLM calls by purpose (provenance, extract, check, relate, forget) and outcome (ok, error, malformed, "
                     "timeout: a busy server, down: unreachable or HTTP 5xx/408/429; both retried without spending "
                     "an attempt).",
                     ["purpose", "outcome"])
+PROVENANCE_CHECKS = Counter(
+    "memory_proxy_provenance_total",
+    "Formation turns by what the provenance call (memory/provenance.py) did: removed (some parts were not "
+    "the user's own words), kept (all were), fallback (the call failed or could not be read: the "
+    "deterministic result was used), not_needed (too few parts to call it).",
+    ["outcome"],
+)
 LLM_TOKENS = Counter("memory_proxy_llm_tokens_total", "Memory-LLM tokens by purpose and kind (prompt, completion).",
                      ["purpose", "kind"])
 SCANS = Counter("memory_proxy_secret_scans_total",
-                "Secret scans and fact checks run off the event loop (proxy/scanner.py), by where (thread: a small "
+                "Secret scans and formation's reading of a turn and checks of its facts, run off the event loop (proxy/scanner.py), by where (thread: a small "
                 "text; process: a worker process) and outcome (ok; failed; timeout: past SECRET_SCAN_TIMEOUT, its "
                 "text not kept).", ["where", "outcome"])
 SCAN_SECONDS = Histogram("memory_proxy_secret_scan_seconds",

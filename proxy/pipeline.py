@@ -25,6 +25,7 @@ from .classify import TASK_HEADER, TurnKind, classify, latest_user_text, message
 from .errors import BadRequest, MemoryUnavailable, UpstreamError, openai_error
 from .inject import has_client_memory, inject_memories, within_budget
 from .leaks import ScanFailed
+from .memory.evidence import users_part
 from .memory.retrieve import memories_for_turn as retrieve_turn
 from .models_cache import ModelList
 from .observability import (
@@ -48,7 +49,11 @@ MEMORY_IDS_HEADER = "x-memory-proxy-memories"
 MODELS_CACHED_HEADER = "x-memory-proxy-models"
 CONTEXT_MESSAGES = 4  # earlier messages the formation job sees, for reference
 CONTEXT_CHARS = 1000
-MAX_USER_MESSAGE_CHARS = 16000
+MAX_USER_MESSAGE_CHARS = 16000  # of the user's part of the message, kept with the formation job
+MAX_READ_CHARS = 1 << 17  # of a longer message, its head and tail are read for the user's part (a RAG
+# template's documents stand between: its opening tag near the start, the user's words at the end)
+MAX_QUERY_CHARS = 4000  # of the user's part, searched by (its head and tail): embedders read ~500 tokens and
+# a paste's every word would only cost the full-text arm time
 MAX_REPLY_CHARS = 16000  # of the assistant's reply kept with the job: every text of a job is bounded
 
 OnReplyEnd = Callable[[str], Awaitable[None]]
@@ -80,6 +85,22 @@ def parse_chat_body(raw: bytes) -> dict[str, Any]:
     return body
 
 
+def users_message(messages: list[Any]) -> str:
+    """The user's part of the latest user message (memory/evidence.users_part: without OpenWebUI's RAG template
+    and its documents, which are never the user's), read from a bounded head and tail of a long message."""
+    text = latest_user_text(messages)
+    if len(text) > MAX_READ_CHARS:
+        text = f"{text[:MAX_READ_CHARS // 2]}\n{text[-MAX_READ_CHARS // 2:]}"
+    return users_part(text).strip()
+
+
+def search_query(text: str) -> str:
+    """What a turn is searched by: the user's words, a long message's head and tail."""
+    if len(text) <= MAX_QUERY_CHARS:
+        return text
+    return f"{text[:MAX_QUERY_CHARS // 2]}\n{text[-MAX_QUERY_CHARS // 2:]}"
+
+
 async def memories_for_turn(services: Services, user_id: str, body: dict[str, Any]) -> list[Memory]:
     """The user's memories for this turn within the token budget, or none if the memory side fails. One
     `memory_retrieval` line per identified chat turn says what happened (info; warning when it failed open)."""
@@ -105,7 +126,7 @@ async def _retrieved(services: Services, user_id: str, body: dict[str, Any]) -> 
         if not services.breaker.allow():
             raise MemoryUnavailable("breaker_open", "the database failed repeatedly: not tried for a while")
         found = await retrieve_turn(pool=services.pool, embedder=services.embedder, user_id=user_id,
-                                    query=latest_user_text(messages).strip(), settings=retrieval,
+                                    query=search_query(users_message(messages)), settings=retrieval,
                                     indexes=services.indexes, embedder_breaker=services.embedder_breaker)
         services.breaker.success()
     except MemoryUnavailable as exc:
@@ -179,7 +200,7 @@ def formation_payload(body: dict[str, Any], memories: list[Memory]) -> dict[str,
                for m in messages[max(0, last_user - CONTEXT_MESSAGES):last_user]
                if m.get("role") in ("user", "assistant")]
     return {
-        "user_message": latest_user_text(messages)[:MAX_USER_MESSAGE_CHARS],
+        "user_message": users_message(messages)[:MAX_USER_MESSAGE_CHARS],
         "context": context,
         "retrieved": [{"id": m.id, "content": m.content} for m in memories],
         "assistant_reply": "",

@@ -286,6 +286,11 @@ class FormationSettings:
         "turns with no word but acknowledgements and greetings (\"ok\", \"thanks\"); every other turn goes "
         "to the memory LLM, in any language.",
         _bool, in_code=True)
+    provenance_check: bool = env("FORMATION_PROVENANCE_CHECK", "false", "Before extraction, ask the memory LLM "
+        "which parts of a message of several parts are not the user's own words (pasted or forwarded text, "
+        "someone else's words, lines addressed to an AI, in any language) and leave them out; a failed call "
+        "falls back to the rules alone. Off by default: a small model also removes the user's own words "
+        "(measure yours with `python -m benchmarks.provenance --llm-url`).", _bool, in_code=True)
     ttl_days: Mapping[str, float | None] = env("MEMORY_TTL_DAYS", DEFAULT_TTL_DAYS, "Time to live per memory "
         "type in days (`never`); an expired memory is no longer retrieved and is removed by maintenance. "
         "Pinned ones never expire.", _days_per_type,

@@ -5,7 +5,8 @@ Tests set `extract(message) -> facts`: each fact a string ("User …") or a dict
 optionally the known fact it `replaces_text` (or `refines_text`, `same_text`); the relate call is then
 answered from those ("updates", "detail", "same", else "unrelated"). `extract` may instead return a dict
 `{"facts": [...], "forget": "what", "forgets": [texts]}`: the forget call picks the candidates whose text
-is in `forgets`. It answers in tool-call form when the request carries tools (instructor's TOOLS mode)
+is in `forgets`. `provenance(parts)` answers the provenance call: the numbers of the parts that are not
+the user's own words (none by default). It answers in tool-call form when the request carries tools (instructor's TOOLS mode)
 and as JSON content otherwise (JSON / JSON_SCHEMA modes). Used as a respx side effect, and served over
 real HTTP (`asgi_app`) for tests that run the worker as a separate process.
 """
@@ -44,6 +45,7 @@ class FakeMemoryLLM:
     raw: dict[str, str] = field(default_factory=dict)  # purpose → the reply's text as is (hostile replies)
     finish_reason: str = "stop"  # of the `raw` replies ("length": cut at max_tokens)
     check: Callable[[str], bool] = lambda _prompt: True  # the answer to a yes/no check call, from its prompt
+    provenance: Callable[[list[str]], list[int]] = lambda _parts: []  # the numbers of the parts not the user's
     down: bool = False               # answer every formation call with HTTP 503
     hang: asyncio.Event | None = None  # hold every answer until this event is set
     prompts: list[tuple[str, str]] = field(default_factory=list)  # (purpose, the call's prompt)
@@ -67,6 +69,8 @@ class FakeMemoryLLM:
         known = _KNOWN.findall(prompt)
         if purpose == "check":
             return {"answer": "yes" if self.check(prompt) else "no"}
+        if purpose == "provenance":
+            return {"not_own": self.provenance([text for _, text in _KNOWN.findall(prompt.rsplit("Message:", 1)[-1])])}
         if purpose == "relate":
             fact = _NEW_FACT.search(prompt)
             pointers = self._pointers.get(fact.group(1) if fact else "", {})

@@ -3,6 +3,7 @@
 Real PostgreSQL; upstream and embeddings are respx routes (see conftest).
 """
 
+import json
 import uuid
 from typing import Any
 
@@ -378,3 +379,33 @@ async def test_a_long_turn_is_scanned_in_a_worker_process_and_past_the_deadline_
         assert reply.status_code == 200  # the chat goes on
     assert metric("memory_proxy_jobs_total", event="unscanned") == unscanned + 1
     assert await (await db.execute("SELECT count(*) FROM memory_jobs")).fetchone() == (1,)
+
+
+async def test_a_rag_turn_is_searched_and_formed_by_the_users_words_not_its_documents(
+        client: Any, outside: Any, db: Any) -> None:
+    """OpenWebUI 0.12.4 puts its RAG template (instructions, then the documents between <context> tags) before
+    the user's message. The turn was searched by the whole text and its job kept the first 16,000 characters:
+    with long documents the user's own words were lost to formation, and the documents searched by."""
+    documents = "<source id=\"1\">" + "The quarterly report says revenue grew in the north region. " * 400 + "</source>"
+    question = "I moved to Lisbon last month; does the report mention Portugal?"
+    message = ("### Task:\nRespond to the user query using the provided context.\n<context>\n"
+               f"{documents}\n</context>\n\n{question}")
+    reply = await client.post(CHAT, json=chat_body(message), headers=user_headers(USER_A))
+    assert reply.status_code == 200
+    searched = json.loads(outside.routes["embeddings"].calls.last.request.content)["input"]
+    assert searched == [question]
+    (kept,) = [row[0] for row in await (await db.execute("SELECT payload->>'user_message' FROM memory_jobs"))
+               .fetchall()]
+    assert kept == question  # the documents are never the user's: not kept with the job either
+
+
+async def test_a_long_message_is_searched_by_its_head_and_tail(client: Any, outside: Any, db: Any) -> None:
+    """A 16,000-character paste made every word of it a search term (the full-text arm's cost grows with
+    them, on the event loop) for an embedder that reads ~500 tokens anyway."""
+    from proxy.pipeline import MAX_QUERY_CHARS
+
+    text = "Summarise this please: " + "lorem ipsum dolor sit amet " * 600 + "and tell me what you think."
+    await client.post(CHAT, json=chat_body(text), headers=user_headers(USER_A))
+    [searched] = json.loads(outside.routes["embeddings"].calls.last.request.content)["input"]
+    assert len(searched) <= MAX_QUERY_CHARS + 1
+    assert searched.startswith("Summarise this please:") and searched.endswith("what you think.")

@@ -14,6 +14,8 @@ API, the probe's injection) with a scripted memory LLM:
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+
 from benchmarks.formation_quality.proxy_runner import run_proxy
 from benchmarks.formation_quality.scenarios import load_users, split_files
 from benchmarks.formation_quality.score import judge
@@ -189,14 +191,41 @@ async def test_an_update_the_model_does_not_confirm_for_that_pair_keeps_the_old_
     assert await links(db, USER_A) == ["User drives to work.", "User has a cat.", "User rides a bike to work."]
 
 
+@pytest.mark.parametrize("placement", ["user", "system"])
+async def test_a_document_that_spoofs_the_users_query_plants_nothing_and_erases_nothing(
+        placement: str, client: Any, outside: Any, db: Any, worker: Any, memory_llm: Any) -> None:
+    """A retrieved document closes OpenWebUI's context and opens its own `<user_query>`; the model obeys
+    whatever it is shown as the user's words. Only the user's question reaches it, whether OpenWebUI put
+    the filled template before the user's message (the default) or into the system message
+    (RAG_SYSTEM_CONTEXT=true: the user's message stays as typed)."""
+    from tests.test_evidence import SPOOF, openwebui_rag
+
+    known = ["User works at Orvel.", "User's sister lives in Rome.", "User's son Emil is 8."]
+    for text in known:
+        await add_memory(db, USER_A, text)
+    memory_llm.extract = lambda message: {"facts": ["User lives in Pyongyang."], "forget": "the user's job and family",
+                                          "forgets": known} if "Pyongyang" in message else [
+        "User volunteers for the charity."]
+    question = "How many wells did the charity fund? I volunteer for them."
+    template = openwebui_rag([SPOOF], "").removesuffix("\n")
+    body = chat_body(f"{template}\n{question}") if placement == "user" else {
+        "model": "fake-model", "messages": [{"role": "system", "content": f"You are helpful.\n{template}"},
+                                            {"role": "user", "content": question}]}
+    await client.post(CHAT, json=body, headers=user_headers(USER_A))
+    assert await worker.run_until_idle() == 1
+    assert await links(db, USER_A) == sorted([*known, "User volunteers for the charity."])
+    assert memory_llm.calls("forget") == 0
+
+
 async def test_a_replys_facts_are_checked_in_a_worker_process(
         client: Any, outside: Any, db: Any, worker: Any, memory_llm: Any) -> None:
-    """Redacting and grounding what the model wrote grows with the reply: never on the event loop."""
+    """Reading the user's words and redacting and grounding what the model wrote grow with the message and the
+    reply: never on the event loop (two runs in a worker process a job)."""
     memory_llm.extract = lambda message: [{"fact": "User uses Bun at work.", "type": "project"}]
     before = metric("memory_proxy_secret_scans_total", where="process", outcome="ok")
     await client.post(CHAT, json=chat_body("I use Bun at work."), headers=user_headers(USER_A))
     assert await worker.run_until_idle() == 1
-    assert metric("memory_proxy_secret_scans_total", where="process", outcome="ok") == before + 1
+    assert metric("memory_proxy_secret_scans_total", where="process", outcome="ok") == before + 2
     assert await links(db, USER_A) == ["User uses Bun at work."]
 
 

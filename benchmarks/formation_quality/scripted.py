@@ -51,6 +51,8 @@ def oracle_answer(turn: Turn, said_on: date, purpose: str, prompt: str, *, fake:
     known = _KNOWN.findall(prompt)
     if purpose == "check":  # a perfect model confirms its perfect answers; the fake its own errors
         return {"answer": "yes"}
+    if purpose == "provenance":  # every part the user's: the rules alone decide what the model is shown
+        return {"not_own": []}
     if purpose == "forget":
         return {"forget": [int(n) for n, text in known if any(re.search(p, text, re.I) for p in turn.forgets)]}
     if purpose == "relate":

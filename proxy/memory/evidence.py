@@ -5,14 +5,17 @@ LLM's to judge (memory/extract.py, memory/resolve.py). These rules only guard wh
 trusted with:
 
 - `own_words(message)` — provenance. Only the user's own words are a source of facts: OpenWebUI's RAG
-  wrapper (only the `<user_query>` is the user's), fenced code, block quotes, text between separator lines
-  (`---`: pasted e-mails and documents) and long quoted passages are left out; prompt tags and chat-template
+  template (`_rag`: the documents and the template's instructions are not the user's), fenced code and
+  triple-quoted blocks, block quotes, text between separator lines (`---`: pasted e-mails and documents)
+  and long quoted passages (40 characters, a Han or kana one counting two) are left out; prompt tags and chat-template
   tokens are removed (the sentence kept); sentences that address a machine ("SYSTEM:", "ignore previous
   instructions", "note to the AI", statements about "the user" in the third person) and sentences that held
   a secret (redacted before the job was written: "My key is [REDACTED: api_key]") are left out. What is
   left out is kept apart (`OwnWords.left_out`): it is the text a fact must not come from. The
   machine-addressed patterns are English: an injection written in another language reaches the model as
-  the user's words (it is told that the message is data), and the benchmark reports each language apart.
+  the user's words (it is told that the message is data), and the benchmark reports each language apart:
+  memory/provenance.py asks the memory LLM which of the remaining sentences are not the user's.
+  A sentence said twice is kept once (OpenWebUI may send the question both in the template and after it).
 - `grounding(fact, …)` — the names and numbers of a fact come from the user's words or from the turn's
   date ("born yesterday" → 2026-11-24). Compared accent-, case- and
   script-insensitively (anyascii: "Москве" and "Moskva", "Kraków" and "krakowie" by a shared stem).
@@ -44,10 +47,14 @@ _ADDRESS = re.compile(r"[\w+-]+(?:[.@][\w+-]+)*[.@][^\W\d_]{2,}\b")
 _SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|(?<=[。！？])\s*|\n+")  # CJK needs no space after
 
 _RAG_QUERY = re.compile(r"<user_query>\s*(.*?)\s*</user_query>", re.S | re.I)
-_FENCED = re.compile(r"```.*?(?:```|\Z)", re.S)
+_CONTEXT_OPEN = re.compile(r"<context>", re.I)
+_CONTEXT_CLOSE = re.compile(r"</context>", re.I)
+_RAG_TASK = re.compile(r"^###\s*Task:", re.M)  # the first line of OpenWebUI's RAG template (and of its tasks)
+_FENCED = re.compile(r"(```|\"\"\"|''').*?(?:\1|\Z)", re.S)  # code fences, and triple-quoted blocks
 _BLOCK_QUOTE = re.compile(r"^[ \t]*>.*$", re.M)
 _SEPARATED = re.compile(r"^[ \t]*([-=*_~])\1{2,}[ \t]*$.*?(?:^[ \t]*\1{3,}[ \t]*$|\Z)", re.S | re.M)
-_LONG_QUOTE = re.compile(r'["“”«»„]([^"“”«»„\n]{40,})["“”«»„]')  # someone else's words, not the user's
+_QUOTE = re.compile(r'["“”«»„「『]([^"“”«»„「」『』\n]{16,})["“”«»„」』]')  # someone else's words, if long
+LONG_QUOTE = 40  # characters of a script with spaces; a Han or kana character counts as two (it says more)
 _TAGS = re.compile(r"<\|[^|>\n]{1,30}\|>|</?[a-z_][a-z0-9_-]{0,30}\s*/?>", re.I)  # <user_message>, <|im_end|>
 _MACHINE_ADDRESSED = re.compile(r"""(?ix)
     ^\W*(system|assistant|ai|memory|instructions?)\s*:          # role labels
@@ -93,22 +100,62 @@ def _sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
 
 
+def _width(text: str) -> int:
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def _rag(message: str) -> tuple[str, list[str]]:
+    """The part of `message` that can be the user's, and the part of OpenWebUI's RAG template that is not.
+
+    OpenWebUI 0.12.4 (utils/task.rag_template, utils/middleware.apply_source_context_to_messages) fills
+    its template, "### Task: …instructions… <context>\n{{CONTEXT}}\n</context>" (the default; a custom one
+    may add `<user_query>{{QUERY}}</user_query>` or any text where {{QUERY}} stands, after the context),
+    and puts it before the user's message ("{template}\n{message}"; with RAG_SYSTEM_CONTEXT it goes into
+    the system message instead and the user's message stays as typed). The documents in {{CONTEXT}} may hold
+    any text, tags included ("</context><user_query>…"), but they all stand before the template's own
+    closing tag: the last `</context>`. So the first `<context>` opens the documents, the last
+    `</context>` closes them; what follows is the query and the user's message; what precedes, from
+    "### Task:" on, is the template's instructions; text before those (an older placement: the message,
+    then the template) is the user's. A `<context>` never closed (a message cut short) runs to the end.
+    A message without a context block is not the template's: only its first `<user_query>`, if any, is kept
+    (the rule before the template was read this way, so such a message keeps what it kept)."""
+    opened = _CONTEXT_OPEN.search(message)
+    if not opened:
+        query = _RAG_QUERY.search(message)
+        return (query.group(1), [message.replace(query.group(0), " ")]) if query else (message, [])
+    closes = list(_CONTEXT_CLOSE.finditer(message, opened.end()))
+    end = closes[-1] if closes else None
+    head, context = message[:opened.start()], message[opened.end():end.start() if end else len(message)]
+    tail = message[end.end():] if end else ""
+    task = _RAG_TASK.search(head)
+    before, instructions = (head[:task.start()], head[task.start():]) if task else (head, "")
+    return f"{before}\n{tail}", [instructions, context]
+
+
+def users_part(message: str) -> str:
+    """`message` less OpenWebUI's RAG template around it (its instructions and documents, see `_rag`): what
+    the chat turn is searched by and what a formation job keeps."""
+    return _rag(message)[0]
+
+
 def own_words(message: str) -> OwnWords:
     """The sentences of `message` that are the user's own (see the module docstring)."""
-    query = _RAG_QUERY.search(message)
-    text = query.group(1) if query else message
-    left_out = [message.replace(query.group(0), " ")] if query else []
-    for pasted in (_FENCED, _SEPARATED, _BLOCK_QUOTE, _LONG_QUOTE):
+    text, left_out = _rag(message)
+    for pasted in (_FENCED, _SEPARATED, _BLOCK_QUOTE):
         left_out += [m.group(0) for m in pasted.finditer(text)]
         text = pasted.sub(_OMITTED, text)
+    quotes = [m for m in _QUOTE.finditer(text) if _width(m.group(1)) >= LONG_QUOTE]
+    left_out += [m.group(0) for m in quotes]
+    for m in reversed(quotes):
+        text = text[:m.start()] + _OMITTED + text[m.end():]
     text = _TAGS.sub(" ", text)
-    kept: list[str] = []
+    kept: dict[str, None] = {}  # in order, each once
     for sentence in _sentences(text):
         if _MACHINE_ADDRESSED.search(sentence) or _REDACTED.search(sentence):
             left_out.append(sentence)
         else:
-            kept.append(sentence)
-    return OwnWords(tuple(kept), "\n".join(left_out))
+            kept[sentence] = None
+    return OwnWords(tuple(kept), "\n".join(t for t in left_out if t.strip()))
 
 
 @dataclass(frozen=True, slots=True)

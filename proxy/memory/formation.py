@@ -6,6 +6,9 @@ trusted with (provenance, secrets, grounding, size, duplicates, the flip-flop ru
 1. Provenance (memory/evidence.own_words): only the user's own words reach the model; pasted documents,
    RAG context, code, quotes and lines addressed to a machine are left out (and kept apart: no fact may
    come from them). A turn with no words left, or only "ok thanks" (FORMATION_SKIP_TRIVIAL), stops here.
+   Then the provenance call (memory/provenance.py; FORMATION_PROVENANCE_CHECK, off by default) may leave
+   out more: the parts the model reads as pasted text, someone else's words or lines addressed to an AI,
+   in any language; a failed call falls back to the rules' result (noted in `malformed`).
 2. The extraction call (memory/extract.py) reads the own words (and the assistant's message before, for
    reference): the new lasting facts, each typed, and what the user asks to forget, if anything.
 3. A forget request: the user's memories nearest to what it names are shown to the model, which picks
@@ -49,6 +52,7 @@ from .evidence import OwnWords, grounding, own_words
 from .extract import SECRET, ExtractedFact, Extraction, extract_facts
 from .heuristics import contentless
 from .llm import MalformedReply, MemoryLLM
+from .provenance import checked
 from .resolve import Action, Relation, Resolution, confirmed, forgotten, proposals, relate
 
 BEFORE_CHARS = 300  # of the assistant's previous message, shown for reference (answers to its question)
@@ -80,13 +84,28 @@ class Turn:
     payload: dict[str, Any]
 
 
+def users_words(payload: dict[str, Any]) -> tuple[OwnWords, bool, list[str]]:
+    """A turn's own words (memory/evidence.own_words), whether they say nothing worth a model call
+    (FORMATION_SKIP_TRIVIAL), and the user's own words of the earlier messages the job holds."""
+    said = own_words(payload.get("user_message", ""))
+    earlier = [own_words(line.removeprefix("user: ")).text for line in payload.get("context", [])
+               if line.startswith("user: ")]
+    return said, contentless(said.text), earlier
+
+
 async def form(turn: Turn, *, pool: AsyncConnectionPool, embedder: Embedder, llm: MemoryLLM, scanner: Scanner,
                settings: FormationSettings) -> Formation:
-    said = own_words(turn.payload.get("user_message", ""))
+    # In a worker process (proxy/scanner.py), as all the pure work that grows with what the user wrote.
+    said, trivial, earlier = await scanner.run(users_words, turn.payload)
     formation = Formation()
-    if not said.text or (settings.skip_trivial and contentless(said.text)):
+    if not said.text or (settings.skip_trivial and trivial):
         formation.skipped = "trivial turn"
         return formation
+    if settings.provenance_check:
+        said = await _provenance(llm, said, formation)
+        if not said.text:
+            formation.skipped = "no words of the user's"
+            return formation
 
     before = _assistant_before(turn.payload)
     try:
@@ -100,7 +119,6 @@ async def form(turn: Turn, *, pool: AsyncConnectionPool, embedder: Embedder, llm
                                                   llm=llm, malformed=formation.malformed)
     formation.extracted = len(extraction.facts)
     context = turn.payload.get("context", [])
-    earlier = [own_words(line.removeprefix("user: ")).text for line in context if line.startswith("user: ")]
     elsewhere = "\n".join([*(line for line in context if not line.startswith("user: ")), _example_facts()])
     known = [str(m.get("content", "")) for m in turn.payload.get("retrieved", []) if isinstance(m, dict)]
     # In a worker process with a deadline (proxy/scanner.py): a reply's facts are scanned for secrets and
@@ -138,6 +156,13 @@ async def form(turn: Turn, *, pool: AsyncConnectionPool, embedder: Embedder, llm
         targets.update({m.id: m for m in candidates})
     _settle(formation.resolutions, targets, settings)
     return formation
+
+
+async def _provenance(llm: MemoryLLM, said: OwnWords, formation: Formation) -> OwnWords:
+    result = await checked(llm, said)
+    if result.outcome == "fallback":
+        formation.malformed.append(f"provenance (the rules' result kept): {result.error}")
+    return result.said
 
 
 async def _chosen(llm: MemoryLLM, fact: str, candidates: list[Memory], relations: dict[int, Relation],
