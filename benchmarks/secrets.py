@@ -7,8 +7,8 @@ for each of its rules. Look-alikes that must stay, by source:
 - `technical`: git hashes, UUIDs, digests, versions, phone and product numbers from public sources
   (benchmarks/lookalike_corpus/, when built).
 Detectors, side by side on the same lines:
-- `proxy`: what the proxy runs before anything is stored or sent to the memory LLM (proxy/redact.py);
-- `proxy-own-rules`: the same without the maintained rule set (proxy/leaks.py), i.e. our patterns only;
+- `proxy`: what the proxy runs before anything is stored or sent to the memory LLM (proxy/redact/);
+- `proxy-own-rules`: the same without Betterleaks (proxy/leaks.py): our patterns and Kingfisher's catalog;
 - `betterleaks`: the whole Betterleaks rule set alone (PyPI `pybetterleaks`).
 A secret line counts as caught when the detector changes (redacts) or flags it; a look-alike counts as a false
 redaction when it is changed or flagged. `--split test` prints counts only: that split is not read case by case

@@ -104,11 +104,13 @@ def _rules_for(text: str) -> frozenset[str]:
 
 _KINDS = (("private-key", "private_key"), ("jwt", "jwt"), ("password", "password"), ("aws-", "aws_key"),
           ("github-", "github_token"), ("gitlab-", "gitlab_token"), ("slack-", "slack_token"),
-          ("discord-", "discord_token"), ("telegram-", "telegram_token"))
+          ("discord-", "discord_token"), ("telegram-", "telegram_token"),
+          ("generic-", "secret"))  # a random value after a key word, no vendor named (as proxy.redact's "secret")
 
 
-def _kind(rule_id: str) -> str:
-    """Our kinds (redact.py's list), so that metrics keep a handful of labels: the rule id's family, or api_key."""
+def kind_of(rule_id: str) -> str:
+    """Our kinds (proxy.redact's list), so that metrics keep a handful of labels: the rule id's family, or
+    api_key. Kingfisher's rule ids (proxy/kingfisher.py) are named the same way."""
     return next((kind for part, kind in _KINDS if part in rule_id), "api_key")
 
 
@@ -142,11 +144,11 @@ def _leaked_in(text: str) -> list[tuple[str, str]]:
     with ENGINE_CALLS:
         result = scan_text(text, config=_config(ids), redact=False, timeout_seconds=SCAN_TIMEOUT_S,
                            raise_on_error=True)
-    return [_narrowed(f.secret, _kind(f.rule_id)) for f in result.findings if f.secret and len(f.secret.strip()) >= 4]
+    return [narrowed(f.secret, kind_of(f.rule_id)) for f in result.findings if f.secret and len(f.secret.strip()) >= 4]
 
 
-def _narrowed(secret: str, kind: str) -> tuple[str, str]:
-    """A connection string loses only its password, as in redact.py ("postgres://app:[REDACTED]@db/app")."""
+def narrowed(secret: str, kind: str) -> tuple[str, str]:
+    """A connection string loses only its password, as in proxy.redact ("postgres://app:[REDACTED]@db/app")."""
     if "://" in secret and "@" in secret:
         with suppress(ValueError):
             password = urlsplit(secret).password

@@ -4,7 +4,7 @@ holds it (or holds the GIL) for a second stalls every chat turn and /healthz for
 Where the work runs, by size:
 - A small bounded text (at most SMALL_TEXT_CHARS: a memory, a fact, an audit reason) is redacted in a thread.
   The rule set's engine is Go called through `ctypes.CDLL`, which releases the GIL for the call (at most
-  leaks.ENGINE_CALLS at once); the Python rules of redact.py hold it for ~5 ms at most on 2 KB.
+  leaks.ENGINE_CALLS at once); the Python rules of proxy/redact/ hold it for ~5 ms at most on 2 KB.
 - Anything larger (a chat turn's formation job), and the check of a memory-LLM reply's facts (redaction and
   grounding), runs in a worker process with a deadline (SECRET_SCAN_TIMEOUT): a task past it is stopped
   with its process, and the caller gets ScanFailed, so the text is not kept (fail closed).
@@ -36,7 +36,7 @@ from pebble import ProcessPool
 
 from .leaks import ScanFailed
 from .observability import REDACTIONS, SCAN_SECONDS, SCANS, log
-from .redact import Redaction, redact, redact_strings
+from .redact import Redaction, redact, redact_strings, warm
 
 T = TypeVar("T")
 
@@ -95,8 +95,12 @@ def _in_worker(function: Callable[..., T], args: tuple[Any, ...]) -> tuple[T, di
     return result, {kind: n - before.get(kind, 0.0) for kind, n in after.items() if n > before.get(kind, 0.0)}
 
 
-def _lower_priority() -> None:
+def _start_worker() -> None:
+    """A worker's start: a lower priority, and redaction's one-time costs (Kingfisher compiles its catalog:
+    ~8 s the first time on a machine, ~0.5 s after) paid before its first task, not within that task's
+    deadline."""
     os.nice(WORKER_NICE)
+    warm()
 
 
 def _ready() -> bool:
@@ -156,9 +160,11 @@ class Scanner:
         return result
 
     async def warm_up(self) -> None:
-        """Start the workers now (in the background of a start), so that the first long turn does not wait
-        for them; a failure is logged, and the next scan tries again."""
+        """Start the workers now (in the background of a start), and warm this process's redaction for the small
+        scans it runs in threads, so that the first turn does not wait for either; a failure is logged, and the
+        next scan tries again."""
         try:
+            await anyio.to_thread.run_sync(warm)
             await self._started()
         except Exception as exc:  # noqa: BLE001 - a pool that cannot start fails each scan closed, later
             log.warning("secret_scan_workers_failed", error=f"{type(exc).__name__}: {exc}"[:300])
@@ -176,7 +182,7 @@ class Scanner:
             self._pool.stop()
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload(WORKER_MODULES)
-        pool = ProcessPool(max_workers=self.workers, initializer=_lower_priority, context=context)
+        pool = ProcessPool(max_workers=self.workers, initializer=_start_worker, context=context)
         pool.schedule(_ready).result()
         return pool
 

@@ -97,6 +97,24 @@ def _kept(facts: list[str], message: str) -> tuple[list[str], list[str]]:
     return [text for text, _ in texts], [d["why"] for d in dropped]
 
 
+def test_a_fact_the_model_marks_as_a_secret_is_dropped_whatever_it_says() -> None:
+    """A secret no rule recognises ("the gate opens with the year we met") is still kept out when the memory LLM
+    gives the fact the type "secret"; an ordinary fact of the same turn stays."""
+    from datetime import UTC, datetime
+
+    from proxy.memory.evidence import own_words
+    from proxy.memory.extract import Extraction
+    from proxy.memory.formation import kept_facts
+
+    message = "I live in Lyon and the garden gate opens with the year we met plus seven"
+    parsed = Extraction.model_validate_json(
+        '{"facts": [{"fact": "User lives in Lyon.", "type": "identity"},'
+        ' {"fact": "User\'s garden gate opens with the year they met plus seven.", "type": "Secret"}]}')
+    texts, dropped = kept_facts(parsed.facts, own_words(message), [], "", datetime.now(UTC))
+    assert [text for text, _ in texts] == ["User lives in Lyon."]
+    assert [d["why"] for d in dropped] == ["secret"]
+
+
 def test_a_fact_over_the_size_limit_is_dropped_not_cut() -> None:
     from proxy.memory.content import MAX_MEMORY_BYTES
 

@@ -10,7 +10,7 @@ import pybetterleaks
 import pytest
 from pybetterleaks import ScanTimeoutError, scan_text
 
-from proxy import leaks
+from proxy import kingfisher, leaks
 from proxy.redact import redact, redact_strings
 from tests.conftest import CHAT, USER_A, chat_body, metric, user_headers
 
@@ -51,11 +51,13 @@ def test_a_text_without_any_keyword_costs_no_engine_call(monkeypatch: pytest.Mon
     assert leaks.leaked("We hiked up to the lake on Sunday and had lunch at noon.") == []
 
 
-def test_the_rule_set_adds_what_our_own_patterns_miss() -> None:
-    """On a sample of the dev split: the rule set's findings are what lift redaction above 97 %."""
+def test_the_rule_sets_add_what_our_own_patterns_miss(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a sample of the dev split: the maintained rule sets' findings (this one's and Kingfisher's) are what
+    lift redaction above 97 %."""
     lines = _dev("secrets.jsonl", 10)
-    ours = sum(redact(t, found=[]).redacted for t in lines)
     both = sum(redact(t).redacted for t in lines)
+    monkeypatch.setattr(kingfisher, "found", lambda _: iter(()))
+    ours = sum(redact(t, found=[]).redacted for t in lines)
     assert both >= 0.97 * len(lines) and both - ours >= 0.2 * len(lines)
 
 

@@ -1,4 +1,4 @@
-"""Credential redaction (proxy/redact.py) against the corpus in fixtures/secrets.json."""
+"""Credential redaction (proxy/redact/) against the corpus in fixtures/secrets.json."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks import prose_secrets
 from proxy.redact import Redaction, redact
 
 CORPUS = json.loads((Path(__file__).parent / "fixtures" / "secrets.json").read_text())
@@ -131,7 +132,7 @@ def test_adversarial_input_stays_fast(text: str) -> None:
 
 
 # A password stated in a language our patterns have no grammar for: the word from Django's translations, then
-# the first password-like token of the sentence (proxy/password_words.json).
+# the first password-like token of the sentence (proxy/redact/password_words.json).
 STATED = [("sv", "lösenordet till routern är Sommar2024 sa han", "Sommar2024"),
           ("ru", "Мой пароль от почты: Qwerty-42.", "Qwerty-42"),
           ("uk", "мій пароль — Kyiv_1991", "Kyiv_1991"),
@@ -200,3 +201,58 @@ def test_a_personal_secret_named_in_the_sentence_is_redacted(kind: str, text: st
 @pytest.mark.parametrize("text", NOT_PERSONAL)
 def test_numbers_and_talk_without_a_personal_secret_stay(text: str) -> None:
     assert redact(text) == Redaction(text, ())
+
+
+def _dev_lines() -> list[str]:
+    """The dev split of every corpus we tune on: prose secrets and their look-alikes whole, every 5th published
+    rule sample and every 3rd technical or Django look-alike (the test splits are for the benchmarks only)."""
+    bench = Path(__file__).parents[1] / "benchmarks"
+    lines = [row["text"] for row in prose_secrets.load("dev")]
+    for path, every in ((bench / "secrets_corpus" / "secrets.jsonl", 5),
+                        (bench / "secrets_corpus" / "lookalikes.jsonl", 3),
+                        (bench / "secrets_corpus" / "django_lookalikes.jsonl", 3),
+                        (bench / "lookalike_corpus" / "lookalikes.jsonl", 3)):
+        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+        lines += [row["text"] for row in rows if row["split"] == "dev"][::every]
+    return lines
+
+
+def test_redacting_again_changes_nothing_on_the_dev_corpora() -> None:
+    lines = _dev_lines()
+    assert len(lines) > 1500
+    twice = [(text, once) for text in lines if redact(once := redact(text).text).text != once]
+    assert twice == []
+
+
+@pytest.mark.parametrize("text", [
+    "hasło to " * 20,  # each word finds the value already redacted, not the next one along
+    "wifi at our place: network is SmithHome_5G and the password is gr33nT0mato!",
+    "planetScale_token: pscale_pw_yox6x8k4nw3lb1wh_7sy235xo9p31i-j",  # the placeholder's own word
+    "від приват24 пароль «Pryvat#2419», не плутай з пін-кодом",
+])
+def test_redacting_again_changes_nothing(text: str) -> None:
+    once = redact(text).text
+    assert redact(once) == Redaction(once, ())
+
+
+@pytest.mark.parametrize("unit", [
+    "kod ", "密码 ", "pw ", "pin ", "code: ", "password ", "password is abc def ghi ", "hasło to ", "пароль ",
+    "passwort Ab1! ", "door code 1234 ", "recovery codes:\n1234 5678\n", "ssn 123-45-6789 ", "token ",
+    "hello world ", "abandon ", "12345678901 ", "1234 ", "4111 1111 1111 1111 ", "eyJ", "sk-", "key=", "://a:b@",
+    "-----BEGIN RSA PRIVATE KEY-----", "[REDACTED: password] ", "a@b.com x1y2z3 ", "MIIE", "otpauth://",
+    "Basic ", "ABCD-", "aB3",
+])
+def test_16_kb_of_one_pattern_costs_time_linear_in_its_length(unit: str) -> None:
+    """A job's text is at most 16,000 characters: any rule that is not linear shows here (a quadratic one takes
+    16 times as long for 4 times the text; the bounds are generous for a busy machine)."""
+    def best(size: int) -> float:
+        text = (unit * (size // len(unit) + 1))[:size]
+        times = []
+        for _ in range(3):
+            start = time.perf_counter()
+            redact(text, found=[])
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    small, large = best(4000), best(16000)
+    assert large < 8 * small + 0.01 and large < 0.5, (small, large)

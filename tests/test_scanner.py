@@ -13,6 +13,7 @@ import httpx
 import psutil
 import pytest
 
+from proxy import kingfisher
 from proxy.leaks import ScanFailed
 from proxy.scanner import SMALL_TEXT_CHARS, Scanner, redact_small
 from proxy.services import open_services
@@ -47,6 +48,15 @@ async def test_a_long_text_is_redacted_in_another_process_and_its_count_reaches_
     assert KEY not in redacted.text and "[REDACTED: api_key]" in redacted.text
     assert metric("memory_proxy_redactions_total", kind="api_key") == before + 1
     assert metric("memory_proxy_secret_scans_total", where="process", outcome="ok") >= 2
+
+
+def compiled_catalogs() -> int:
+    """In a worker process: whether Kingfisher's catalog is compiled there (1) or not yet (0)."""
+    return kingfisher._scanner.cache_info().currsize
+
+
+async def test_a_worker_has_compiled_the_catalog_before_its_first_task(scanner: Scanner) -> None:
+    assert await scanner.run(compiled_catalogs) == 1
 
 
 async def test_a_task_past_its_deadline_fails_closed_and_its_worker_is_replaced() -> None:

@@ -21,6 +21,7 @@ from .llm import MemoryLLM
 
 _FACT_KEYS = ("fact", "text", "memory", "content", "statement")
 MAX_FORGET_CHARS = 200
+SECRET = "secret"  # the type the model gives a fact that holds a secret: formation drops it, whatever it says
 
 
 class ExtractedFact(BaseModel):
@@ -28,13 +29,14 @@ class ExtractedFact(BaseModel):
 
     fact: str = Field(description='one short sentence that starts with "User"')
     type: str = Field(default="preference",
-                      description=f"{', '.join(MEMORY_TYPES[:-1])} or {MEMORY_TYPES[-1]}")
+                      description=f"{', '.join(MEMORY_TYPES[:-1])} or {MEMORY_TYPES[-1]}; {SECRET} when the fact "
+                                  "holds a password, code, PIN, key, card or ID number, or a security answer")
 
     @field_validator("type", mode="before")
     @classmethod
     def _known_type(cls, value: Any) -> str:
         text = str(value).strip().lower()
-        return text if text in MEMORY_TYPES else "preference"
+        return text if text in (*MEMORY_TYPES, SECRET) else "preference"
 
 
 class Extraction(BaseModel):

@@ -49,7 +49,7 @@ from .content import MAX_FACTS_PER_TURN, Content, memory_content, same_text_key
 from .document import embedding_text
 from .embed import Embedder, embed_one
 from .evidence import OwnWords, grounding, own_words
-from .extract import ExtractedFact, Extraction, extract_facts
+from .extract import SECRET, ExtractedFact, Extraction, extract_facts
 from .heuristics import contentless
 from .llm import MalformedReply, MemoryLLM
 from .provenance import checked
@@ -217,7 +217,7 @@ def kept_facts(facts: list[ExtractedFact], said: OwnWords, earlier: list[str], e
     for fact in facts[:MAX_FACTS_READ]:
         content = memory_content(_ABOUT_USER.sub("User", fact.fact.strip(), count=1))
         words = set(_WORD.findall(content.text.lower()))
-        why = _why_not(content, [text for text, _ in kept]) or grounding(
+        why = "secret" if fact.type == SECRET else _why_not(content, [text for text, _ in kept]) or grounding(
             content.text, said=said, earlier=earlier, elsewhere=elsewhere, said_on=said_at.date())
         if why in ("unsupported", "not_users_words") and words and any(words <= k for k in known_words):
             why = "known"  # not invented: the model restated what the turn was told (a restatement in the
