@@ -7,7 +7,7 @@ DATABASE_URL, so that the proxy does not restart it) with the fake upstream and 
 benchmarks.fakes. Phases, each of `--turns` sequential streamed turns of one user:
 
 1. database up: the time to the end of each turn (the baseline);
-2. the database stopped (pg_ctl stop -m immediate): the same, turn by turn — the first turns pay the
+2. the database stopped (its owner stops it): the same, turn by turn — the first turns pay the
    retrieval budget until the breaker opens, then a turn costs about the relay alone;
 3. the proxy restarted (SIGTERM, start) while the database is still down, a few more turns;
 4. the database started again: every job accepted during the outage must reach `memory_jobs`.
@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> None:
         proxy = restarted
         after = asyncio.run(turns(proxy, 3, "restarted"))
         print(f"restarted, still down: {ms(after)}")
-        database.restart_if_stopped()
+        database = EmbeddedPostgres(pgdata)  # a stopped instance never restarts itself: a new one starts it
         expected = 2 * args.turns + 3
         written = jobs_written(database, expected, seconds=30)
         print(f"database back: {written} of {expected} accepted jobs in memory_jobs ({expected - written} lost)")
