@@ -1,6 +1,6 @@
 """Every test file names the module it tests: `python .ci/test_map.py` (stdlib only; exit 1 on failure).
 
-tests/test_<name>.py maps to proxy/<name>.py, proxy/<package>/<name>.py, the directory proxy/<name>/
+tests/test_<name>.py maps to memory_proxy/<name>.py, memory_proxy/<package>/<name>.py, the directory memory_proxy/<name>/
 (a package, or the browser's static files), benchmarks/<name>.py or the package benchmarks/<name>/.
 The few suites that test a behaviour of the whole app rather than one module are listed in CROSS_CUTTING,
 each with its reason; an entry there wins over a name that happens to match (test_retrieval.py is not
@@ -34,7 +34,7 @@ CROSS_CUTTING = {
 
 def module_for(name: str) -> Path | None:
     """The module (or package) tests/test_<name>.py tests, by name; None when there is none."""
-    proxy = ROOT / "proxy"
+    proxy = ROOT / "memory_proxy"
     candidates = [proxy / f"{name}.py", *sorted(proxy.glob(f"*/{name}.py")), proxy / name,
                   ROOT / "benchmarks" / f"{name}.py", ROOT / "benchmarks" / name]
     return next((path for path in candidates if path.is_file() or path.is_dir()), None)
@@ -45,7 +45,7 @@ def main() -> int:
     unmapped = [name for name in names if name not in CROSS_CUTTING and module_for(name) is None]
     stale = sorted(set(CROSS_CUTTING) - set(names))
     for name in unmapped:
-        print(f"tests/test_{name}.py: no proxy/{name}.py, proxy/*/{name}.py, proxy/{name}/, "
+        print(f"tests/test_{name}.py: no memory_proxy/{name}.py, memory_proxy/*/{name}.py, memory_proxy/{name}/, "
               f"benchmarks/{name}.py or benchmarks/{name}/; rename it after the module it tests, or add it to "
               f"CROSS_CUTTING in .ci/test_map.py with the reason it tests the whole app")
     for name in stale:

@@ -35,7 +35,7 @@ Measured per victim job, all from the database and the worker's log on one clock
 - done: the worker's `memory_decision` log line (after the job's commit);
 - F's backlog at that moment: F's jobs created before it and finished after it.
 The bound is the median duration of F's jobs (the job a victim could be stuck behind) plus the worker's
-poll interval, `proxy.worker.POLL_S` (a constant, not a setting; NOTIFY normally wakes the worker first).
+poll interval, `memory_proxy.worker.POLL_S` (a constant, not a setting; NOTIFY normally wakes the worker first).
 At the end every F job must be `done` exactly once: as many rows as accepted turns, all `done`, attempts
 1, one `memory_decision` line each, and one active memory each (F's facts are all distinct).
 
@@ -43,7 +43,7 @@ Variants. `--flooders N` spreads the same turns over N flooding users (F = all o
 `--concurrency C` sets WORKER_CONCURRENCY: the fair claim keeps each user to one running job, so a
 victim finds a free slot at once while C exceeds the number of users with a backlog; with N ≥ C
 (e.g. `--concurrency 1`, or `--flooders 4` at the default 4) every slot is a flooder's, and which
-head a freed slot goes to is decided by the claim's `ORDER BY run_after, id` (proxy/store/jobs.py);
+head a freed slot goes to is decided by the claim's `ORDER BY run_after, id` (memory_proxy/store/jobs.py);
 since a completed job sends its user's next job behind every job waiting then (round robin), a newcomer
 takes the next freed slot (before that fix: waits of 15-60 s at `--flooders 4`).
 
@@ -346,7 +346,7 @@ def report(args: argparse.Namespace, run: dict[str, Any], db: dict[str, Any], po
     who = "one user" if args.flooders == 1 else f"{args.flooders} users (F, round-robin)"
     print(f"\n## Flood: {args.turns} turns of {who} vs one turn each of {len(victims)} other users\n")
     print(f"settings: extraction call {args.job_ms:.0f} ms (fake memory LLM), worker in `serve`, "
-          f"WORKER_CONCURRENCY {args.concurrency}, poll {poll_s:.1f} s (proxy.worker.POLL_S; "
+          f"WORKER_CONCURRENCY {args.concurrency}, poll {poll_s:.1f} s (memory_proxy.worker.POLL_S; "
           f"NOTIFY wakes first), JOB_LEASE_SECONDS {LEASE_S:.0f}, {args.clients} flood clients, "
           f"servers on core {servers.SERVER_CORE}\n")
     print("| victim | sent | F turns accepted | F backlog at enqueue | enqueue → claim | claim → done "
@@ -418,7 +418,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.quick:
         args.turns, args.victims, args.late_victims, args.late_gap = 200, 2, 1, 5.0
-    from proxy.worker import POLL_S
+    from memory_proxy.worker import POLL_S
 
     if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1:
         os.sched_setaffinity(0, {0})  # the load generator on core 0, the servers on core 1

@@ -44,8 +44,8 @@ def queue_depth(server: servers.Server) -> dict[str, int]:
 
 
 def enqueue_jobs(server: servers.Server, count: int) -> None:
-    from proxy.store import jobs
-    from proxy.store.database import make_pool
+    from memory_proxy.store import jobs
+    from memory_proxy.store.database import make_pool
 
     async def insert() -> None:
         async with make_pool(conninfo(server), 1) as pool, pool.connection() as conn:

@@ -33,7 +33,7 @@ import httpx
 import psutil
 import psycopg
 
-from proxy.store.embedded import EmbeddedPostgres
+from memory_proxy.store.embedded import EmbeddedPostgres
 
 from . import servers
 from .fakes import stop_process

@@ -146,8 +146,8 @@ def seed_memories(server: Server, user_id: str = BENCH_USER, count: int = 1000) 
     the fake embeddings endpoint would: ``RELEVANT`` of them match BODY's question, the rest do not."""
     import asyncio
 
-    from proxy.store.database import make_pool
-    from proxy.store.memories import add_or_find_memory
+    from memory_proxy.store.database import make_pool
+    from memory_proxy.store.memories import add_or_find_memory
 
     from .fakes import embed
 

@@ -18,7 +18,7 @@ returns ~1 row and ``min_score=-1`` returns the full top-10.
 
 Plans, each run on the same data with the same queries (top_k = 10):
 
-a  ``shipped`` — ``proxy.store.search._STATEMENT`` imported verbatim, run as a chat turn runs it (both
+a  ``shipped`` — ``memory_proxy.store.search._STATEMENT`` imported verbatim, run as a chat turn runs it (both
    tiers, both arms, the candidates' similarities; bitmap scans off as ``search()`` sets them): the
    user's ``SEARCH_CANDIDATES`` (200; ``--candidates 100,400`` adds runs with other counts) nearest links
    by Hamming distance of ``embedding_bq`` (``binary_quantize``, 128 bytes), from an index-only scan of
@@ -42,7 +42,7 @@ d  ``HNSW iterative`` — ``CREATE INDEX ... ON vectors USING hnsw ((embedding::
    at sizes up to 200k, and above only if its build time extrapolated (n log n) from a smaller size
    measured in the same run is under ``--hnsw-max-minutes`` (30).
 f  ``in-process index`` — not SQL: each measured user's memories read once from the same table
-   (``proxy.store.snapshot.read_user``) into ``proxy.memory.index.UserIndex`` and searched as a chat
+   (``memory_proxy.store.snapshot.read_user``) into ``memory_proxy.memory.index.UserIndex`` and searched as a chat
    turn searches it after its first turn (tiers, both arms, similarities; the same queries and words as
    plan a); also the cost of a read and a build, and the memory held.
 
@@ -77,10 +77,10 @@ import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
 
-from proxy.store import embedded
-from proxy.store.database import migrate
-from proxy.store.search import _STATEMENT as SHIPPED
-from proxy.store.search import BM25_B, BM25_K1, COMMON_TERM_SHARE, POSTINGS_PER_TERM, SEARCH_CANDIDATES
+from memory_proxy.store import embedded
+from memory_proxy.store.database import migrate
+from memory_proxy.store.search import _STATEMENT as SHIPPED
+from memory_proxy.store.search import BM25_B, BM25_K1, COMMON_TERM_SHARE, POSTINGS_PER_TERM, SEARCH_CANDIDATES
 
 DIM = 1024
 MODEL = "mistral-embed"
@@ -522,12 +522,12 @@ def markdown(rows: list[Row]) -> list[str]:
 # -------------------------------------------------------------------------------------------- main
 
 def measure_index(uri: str, ds: Dataset, queries: int, warmup: int, seed: int) -> tuple[list[Row], list[str]]:
-    """Plan f: the in-process index (proxy/memory/index.py) of each measured user, read once from this
+    """Plan f: the in-process index (memory_proxy/memory/index.py) of each measured user, read once from this
     table, then searched as a chat turn searches it (tiers, both arms, similarities): no database work.
     Also the cost of a load (read + build), which a user pays again after each change to their memories."""
-    from proxy.memory.index import UserIndex
-    from proxy.store.database import make_pool
-    from proxy.store.snapshot import read_user
+    from memory_proxy.memory.index import UserIndex
+    from memory_proxy.store.database import make_pool
+    from memory_proxy.store.snapshot import read_user
 
     rows: list[Row] = []
     loads = ["| user memories | load p50 ms (read + build) | build alone ms | index MB |", "|---|---|---|---|"]

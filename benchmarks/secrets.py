@@ -7,8 +7,8 @@ for each of its rules. Look-alikes that must stay, by source:
 - `technical`: git hashes, UUIDs, digests, versions, phone and product numbers from public sources
   (benchmarks/lookalike_corpus/, when built).
 Detectors, side by side on the same lines:
-- `proxy`: what the proxy runs before anything is stored or sent to the memory LLM (proxy/redact/);
-- `proxy-own-rules`: the same without Betterleaks (proxy/leaks.py): our patterns and Kingfisher's catalog;
+- `proxy`: what the proxy runs before anything is stored or sent to the memory LLM (memory_proxy/redact/);
+- `proxy-own-rules`: the same without Betterleaks (memory_proxy/leaks.py): our patterns and Kingfisher's catalog;
 - `betterleaks`: the whole Betterleaks rule set alone (PyPI `pybetterleaks`).
 A secret line counts as caught when the detector changes (redacts) or flags it; a look-alike counts as a false
 redaction when it is changed or flagged. `--split test` prints counts only: that split is not read case by case
@@ -25,7 +25,7 @@ from pathlib import Path
 
 from pybetterleaks import scan_text
 
-from proxy.redact import redact
+from memory_proxy.redact import redact
 
 ROOT = Path(__file__).parent
 LOOKALIKES = {"betterleaks": ROOT / "secrets_corpus" / "lookalikes.jsonl",

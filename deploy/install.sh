@@ -26,13 +26,13 @@ cd /
 "$PREFIX/bin/python" - <<'PY'
 import sys
 
-import proxy
-from proxy.prompts import PROMPTS_DIR
-from proxy.store.database import MIGRATIONS_DIR
+import memory_proxy
+from memory_proxy.prompts import PROMPTS_DIR
+from memory_proxy.store.database import MIGRATIONS_DIR
 
 problems = []
-if "site-packages" not in (proxy.__file__ or ""):
-    problems.append(f"proxy was imported from {proxy.__file__}, not from the installed package")
+if "site-packages" not in (memory_proxy.__file__ or ""):
+    problems.append(f"memory_proxy was imported from {memory_proxy.__file__}, not from the installed package")
 if not sorted(PROMPTS_DIR.glob("*.md")):
     problems.append(f"no prompts in {PROMPTS_DIR}: the wheel must ship prompts/*.md")
 if not sorted(MIGRATIONS_DIR.glob("*.sql")):

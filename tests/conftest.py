@@ -28,12 +28,12 @@ from litestar import Litestar
 from litestar.testing import AsyncTestClient
 from prometheus_client import REGISTRY
 
-from proxy.app import create_app
-from proxy.services import open_services
-from proxy.settings import Settings, load_settings
-from proxy.store.database import make_pool, migrate
-from proxy.store.embedded import start_server
-from proxy.worker import Worker
+from memory_proxy.app import create_app
+from memory_proxy.services import open_services
+from memory_proxy.settings import Settings, load_settings
+from memory_proxy.store.database import make_pool, migrate
+from memory_proxy.store.embedded import start_server
+from memory_proxy.worker import Worker
 from tests.fake_llm import FakeMemoryLLM
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -271,7 +271,7 @@ async def served(app: Litestar) -> AsyncIterator[str]:
 
 async def add_memory(conn: psycopg.AsyncConnection[Any], user_id: str, content: str,
                      model: str = "mistral-embed") -> str:
-    from proxy.store.memories import add_or_find_memory
+    from memory_proxy.store.memories import add_or_find_memory
 
     return await add_or_find_memory(conn, user_id=user_id, content=content, embedding=vector_for(content), model=model)
 

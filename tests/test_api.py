@@ -1,4 +1,4 @@
-"""The management API (/api/v1, proxy/api.py): every route, its errors, and who may reach what.
+"""The management API (/api/v1, memory_proxy/api.py): every route, its errors, and who may reach what.
 
 Authorization is tested across every route and every kind of credential: user B never reads, edits,
 pins, deletes, restores or sees the history of A's memory (404, as for an id that does not exist).
@@ -18,10 +18,10 @@ import pytest
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
-from proxy.memory.content import MAX_MEMORY_BYTES
-from proxy.settings import load_settings
-from proxy.store import jobs, keys, memories
-from proxy.store.database import make_pool
+from memory_proxy.memory.content import MAX_MEMORY_BYTES
+from memory_proxy.settings import load_settings
+from memory_proxy.store import jobs, keys, memories
+from memory_proxy.store.database import make_pool
 from tests.conftest import (
     PROXY_KEY,
     USER_A,
@@ -336,8 +336,8 @@ async def test_export_then_erase_leaves_nothing_of_the_user(client: Any, db: Any
 
 
 async def test_the_apis_export_is_the_format_an_import_reads_back(client: Any, db: Any) -> None:
-    from proxy import export
-    from proxy.store import transfer
+    from memory_proxy import export
+    from memory_proxy.store import transfer
 
     bun = await add_memory(db, USER_A, BUN)
     await add_memory(db, USER_A, "User works at Acme.")

@@ -1,4 +1,4 @@
-"""What the management API accepts (proxy/api_input.py): every size bounded before anything costly reads it,
+"""What the management API accepts (memory_proxy/api_input.py): every size bounded before anything costly reads it,
 and the event loop free while a hostile body arrives."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from proxy.api_input import MAX_BODY_BYTES, MAX_PARAMETER_CHARS
-from proxy.memory.content import MAX_MEMORY_BYTES
-from proxy.store.memories import MAX_REASON_CHARS
+from memory_proxy.api_input import MAX_BODY_BYTES, MAX_PARAMETER_CHARS
+from memory_proxy.memory.content import MAX_MEMORY_BYTES
+from memory_proxy.store.memories import MAX_REASON_CHARS
 from tests.conftest import CHAT, USER_A, chat_body, user_headers
 
 API = "/api/v1"

@@ -6,7 +6,7 @@ from typing import Any
 import jwt
 import pytest
 
-from proxy.auth import (
+from memory_proxy.auth import (
     USER_JWT_HEADER,
     KeyChecker,
     UserJwtVerifier,
@@ -15,8 +15,8 @@ from proxy.auth import (
     read_user_id,
     signed_user_id,
 )
-from proxy.errors import AuthenticationFailed
-from proxy.settings import load_settings
+from memory_proxy.errors import AuthenticationFailed
+from memory_proxy.settings import load_settings
 
 
 def test_a_key_is_generated_once_stored_privately_and_reused(tmp_path: Path, capsys) -> None:
@@ -134,8 +134,8 @@ async def test_with_a_jwt_secret_the_token_names_the_user_and_a_forged_header_is
     ("a\ud800b", "control characters"), ("tab\there", "control characters"),
 ])
 def test_an_unusable_user_id_is_refused_wherever_it_comes_from(raw: str, problem: str) -> None:
-    from proxy.auth import checked_user_id
-    from proxy.errors import BadRequest
+    from memory_proxy.auth import checked_user_id
+    from memory_proxy.errors import BadRequest
 
     with pytest.raises(BadRequest, match=problem):
         checked_user_id(raw, "the x-openwebui-user-id header")
@@ -145,7 +145,7 @@ def test_user_headers_are_read_as_utf8_and_a_second_one_is_refused() -> None:
     """As the app gets them (Litestar's Headers from the ASGI scope): bytes, every occurrence kept."""
     from litestar.datastructures import Headers
 
-    from proxy.errors import BadRequest
+    from memory_proxy.errors import BadRequest
 
     server = load_settings({}).server
     assert read_user_id(Headers([(b"x-openwebui-user-id", "café".encode())]), server) == "café"  # not cafÃ©
@@ -178,7 +178,7 @@ async def test_a_signed_subject_that_cannot_be_stored_is_refused_at_the_door(
 
 
 def test_a_jwt_secret_shorter_than_32_bytes_is_refused_at_start() -> None:
-    from proxy.settings import SettingsError
+    from memory_proxy.settings import SettingsError
 
     with pytest.raises(SettingsError, match="USER_JWT_SECRET") as refused:
         load_settings({"USER_JWT_SECRET": "abc"})

@@ -218,7 +218,7 @@ async def test_body_over_the_limit_is_413_with_or_without_content_length(live_ur
 
 
 def test_default_limit_fits_chats_with_images() -> None:
-    from proxy.settings import load_settings
+    from memory_proxy.settings import load_settings
 
     assert load_settings({"MEMORY_PROXY_DATA_DIR": "/tmp/x"}).server.max_request_bytes >= 20 * 1024 * 1024
 

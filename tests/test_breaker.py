@@ -1,4 +1,4 @@
-"""The memory side's circuit breaker (proxy/breaker.py), on a clock the test moves; the embedder's on the chat
+"""The memory side's circuit breaker (memory_proxy/breaker.py), on a clock the test moves; the embedder's on the chat
 path here, the database's (a down database skipped after three failures) in test_services.py."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 from structlog.testing import capture_logs
 
-from proxy.breaker import Breaker
+from memory_proxy.breaker import Breaker
 from tests.conftest import BERLIN, CHAT, USER_A, add_memory, chat_body, embeddings_reply, metric, user_headers
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from proxy.api import BROWSER_DIR
+from memory_proxy.api import BROWSER_DIR
 from tests.conftest import PROXY_KEY, USER_A, USER_B
 
 CHROMIUM = Path("/usr/bin/chromium")

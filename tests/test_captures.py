@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from proxy.classify import TurnKind, classify
+from memory_proxy.classify import TurnKind, classify
 from tests.conftest import FIXTURES, PROXY_KEY, add_memory, system_text
 
 TEA = "User prefers green tea over coffee."

@@ -167,7 +167,7 @@ async def test_slow_embedder_is_cut_off_by_the_retrieval_budget(env: dict, app_f
 
     from litestar.testing import AsyncTestClient
 
-    from proxy.settings import load_settings
+    from memory_proxy.settings import load_settings
 
     async def never(_: httpx.Request) -> httpx.Response:
         await asyncio.Event().wait()  # hangs until cancelled by the budget
@@ -240,7 +240,7 @@ async def test_bad_bodies_are_400_in_openai_format(client: Any, outside: Any, ra
 async def test_oversized_body_is_413(env: dict, app_factory: Any, outside: Any) -> None:
     from litestar.testing import AsyncTestClient
 
-    from proxy.settings import load_settings
+    from memory_proxy.settings import load_settings
 
     app = app_factory(load_settings({**env, "MAX_REQUEST_BYTES": "1000"}))
     async with AsyncTestClient(app) as test_client:
@@ -314,8 +314,8 @@ async def test_database_down_at_start_chat_works_and_memory_starts_when_it_comes
     import psycopg
     from litestar.testing import AsyncTestClient
 
-    from proxy.settings import load_settings
-    from proxy.store.database import make_pool
+    from memory_proxy.settings import load_settings
+    from memory_proxy.store.database import make_pool
     from tests.conftest import make_env
 
     name = "late_" + uuid.uuid4().hex[:8]
@@ -360,7 +360,7 @@ async def test_a_long_turn_is_scanned_in_a_worker_process_and_past_the_deadline_
            "aws_secret_access_key = 9sKd8fJ2mQ7xL4pR1tV6yB3nH5gW0cZ8eA2uI7oP\n")
     from litestar.testing import AsyncTestClient
 
-    from proxy.settings import load_settings
+    from memory_proxy.settings import load_settings
 
     text = (aws * (16_000 // len(aws)))[:16_000]
     headers = {"authorization": f"Bearer {PROXY_KEY}", **user_headers(USER_A)}
@@ -402,7 +402,7 @@ async def test_a_rag_turn_is_searched_and_formed_by_the_users_words_not_its_docu
 async def test_a_long_message_is_searched_by_its_head_and_tail(client: Any, outside: Any, db: Any) -> None:
     """A 16,000-character paste made every word of it a search term (the full-text arm's cost grows with
     them, on the event loop) for an embedder that reads ~500 tokens anyway."""
-    from proxy.pipeline import MAX_QUERY_CHARS
+    from memory_proxy.pipeline import MAX_QUERY_CHARS
 
     text = "Summarise this please: " + "lorem ipsum dolor sit amet " * 600 + "and tell me what you think."
     await client.post(CHAT, json=chat_body(text), headers=user_headers(USER_A))

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from proxy.classify import TurnKind, classify, latest_user_text, message_text
+from memory_proxy.classify import TurnKind, classify, latest_user_text, message_text
 from tests.conftest import FIXTURES
 
 RAG_TURN = ("### Task:\nRespond to the user query using the provided context, incorporating inline "

@@ -17,9 +17,9 @@ import httpx
 import psycopg
 import pytest
 
-from proxy.cli import build_parser, main
-from proxy.memory.document import embedding_text
-from proxy.settings import markdown_table
+from memory_proxy.cli import build_parser, main
+from memory_proxy.memory.document import embedding_text
+from memory_proxy.settings import markdown_table
 from tests.conftest import EMBEDDINGS, USER_A, USER_B, free_port, vector_for, wait_ready
 
 
@@ -94,7 +94,7 @@ async def test_serve_starts_on_the_embedded_database_with_a_generated_key(tmp_pa
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "PROXY_API_KEYS"))}
     env.update(MEMORY_PROXY_DATA_DIR=str(tmp_path / "data"), MEMORY_PROXY_PORT=str(port),
                UPSTREAM_BASE_URL="http://127.0.0.1:9/v1", UPSTREAM_API_KEY="x")
-    process = subprocess.Popen([sys.executable, "-m", "proxy", "serve"], env=env,  # noqa: ASYNC220 — spawning returns at once
+    process = subprocess.Popen([sys.executable, "-m", "memory_proxy", "serve"], env=env,  # noqa: ASYNC220 — spawning returns at once
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         await wait_ready(f"http://127.0.0.1:{port}", process)
@@ -192,7 +192,7 @@ def _setting_env(monkeypatch, tmp_path: Path) -> None:
 
 def _capture_logging(monkeypatch) -> list[str]:
     levels: list[str] = []
-    monkeypatch.setattr("proxy.observability.configure_logging", lambda level, *a, **kw: levels.append(level))
+    monkeypatch.setattr("memory_proxy.observability.configure_logging", lambda level, *a, **kw: levels.append(level))
     return levels
 
 
@@ -203,7 +203,7 @@ def test_serve_flags_override_the_environment(tmp_path: Path, monkeypatch) -> No
     levels = _capture_logging(monkeypatch)
     apps: list[Any] = []
     binds: list[dict] = []
-    monkeypatch.setattr("proxy.app.create_app", lambda settings, **_: apps.append(settings) or "app")
+    monkeypatch.setattr("memory_proxy.app.create_app", lambda settings, **_: apps.append(settings) or "app")
     monkeypatch.setattr("uvicorn.run", lambda app, **kwargs: binds.append({"app": app, **kwargs}))
 
     assert main(["serve", "--host", "127.0.0.2", "--port", "18081", "--log-level", "DEBUG"]) == 0
@@ -235,8 +235,8 @@ def test_worker_log_level_flag_overrides_the_environment(tmp_path: Path, monkeyp
         async def run(self, stop: Any, timeout: float, ready: Any) -> None:
             ran.append(ready)
 
-    monkeypatch.setattr("proxy.services.open_services", open_services)
-    monkeypatch.setattr("proxy.worker.Worker.from_services", staticmethod(lambda services: FakeWorker()))
+    monkeypatch.setattr("memory_proxy.services.open_services", open_services)
+    monkeypatch.setattr("memory_proxy.worker.Worker.from_services", staticmethod(lambda services: FakeWorker()))
     assert main(["worker", "--log-level", "warning"]) == 0
     assert [settings.log.level for settings in opened] == ["warning"] and levels == ["warning"]
     assert ran == ["ready"]  # the worker ran with those settings
@@ -255,7 +255,7 @@ def test_invalid_setting_flags_exit_2_with_a_message(argv: list[str], problem: s
     """Validated by load_settings as the variable would be, and the message names the flag too."""
     monkeypatch.setenv("MEMORY_PROXY_DATA_DIR", str(tmp_path))
     monkeypatch.setattr("uvicorn.run", lambda *a, **kw: pytest.fail("serve started"))
-    monkeypatch.setattr("proxy.services.open_services", lambda *a, **kw: pytest.fail("worker started"))
+    monkeypatch.setattr("memory_proxy.services.open_services", lambda *a, **kw: pytest.fail("worker started"))
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert problem in err and f"came from {argv[1]}" in err
@@ -272,7 +272,7 @@ def test_python_m_proxy_exits_2_on_an_invalid_port_without_a_traceback(tmp_path:
     # a database that is not there: were the flag ignored, serve would not leave a PostgreSQL running
     env = {**os.environ, "MEMORY_PROXY_DATA_DIR": str(tmp_path),
            "DATABASE_URL": "postgresql://127.0.0.1:9/none"}
-    done = subprocess.run([sys.executable, "-m", "proxy", "serve", "--port", "70000"], env=env, check=False,
+    done = subprocess.run([sys.executable, "-m", "memory_proxy", "serve", "--port", "70000"], env=env, check=False,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "MEMORY_PROXY_PORT='70000'" in done.stderr
     assert "came from --port" in done.stderr and "Traceback" not in done.stderr
@@ -375,7 +375,7 @@ def test_maintain_command_is_wired(env: dict, monkeypatch, capsys) -> None:
         seen.update(pool=pool, settings=settings, user_id=user_id)
         return {"expired": 2, "merged": 1, "pruned": 0}
 
-    monkeypatch.setitem(sys.modules, "proxy.memory.maintain", types.SimpleNamespace(maintain=maintain))
+    monkeypatch.setitem(sys.modules, "memory_proxy.memory.maintain", types.SimpleNamespace(maintain=maintain))
     assert main(["maintain", "--user", USER_A]) == 0
     assert capsys.readouterr().out.strip() == "expired: 2  merged: 1  pruned: 0"
     assert seen["user_id"] == USER_A and seen["settings"].dedup_similarity == 0.95
@@ -383,7 +383,7 @@ def test_maintain_command_is_wired(env: dict, monkeypatch, capsys) -> None:
 
 
 def test_maintain_expires_memories(env: dict, database_url: str, monkeypatch, capsys) -> None:
-    """Against proxy.memory.maintain itself: an expired, unpinned memory is retired; a pinned one stays."""
+    """Against memory_proxy.memory.maintain itself: an expired, unpinned memory is retired; a pinned one stays."""
     _set_env(env, monkeypatch)
     expired = _store(database_url, USER_A, "User is in Rome this week.", memory_type="temporary",
                      stated_at="2026-01-01T00:00:00+00:00", expires_at="2026-01-08T00:00:00+00:00")
@@ -410,7 +410,7 @@ def _fake_keys(monkeypatch) -> dict[str, Any]:
         return [{"id": "key-1", "label": "laptop", "user_id": USER_A, "revoked": False}]
 
     for function in (create_key, revoke_key, list_keys):
-        monkeypatch.setattr(f"proxy.store.keys.{function.__name__}", function)
+        monkeypatch.setattr(f"memory_proxy.store.keys.{function.__name__}", function)
     return made
 
 
@@ -428,7 +428,7 @@ def test_keys_commands_are_wired(env: dict, monkeypatch, capsys) -> None:
 
 
 def test_keys_create_list_revoke(env: dict, monkeypatch, capsys) -> None:
-    """Against proxy.store.keys itself: the secret is printed once and never listed."""
+    """Against memory_proxy.store.keys itself: the secret is printed once and never listed."""
     _set_env(env, monkeypatch)
     assert main(["keys", "create", "--user", USER_A, "--label", "laptop"]) == 0
     lines = dict(line.split(":", 1) for line in capsys.readouterr().out.splitlines())
@@ -458,7 +458,7 @@ def test_keys_create_admin_only_when_asked(env: dict, monkeypatch, capsys) -> No
 
 
 async def test_the_store_refuses_an_empty_user_id_for_a_key(db: Any) -> None:
-    from proxy.store.keys import create_key
+    from memory_proxy.store.keys import create_key
 
     with pytest.raises(ValueError):
         await create_key(db, user_id="  ", label="x")

@@ -1,4 +1,4 @@
-"""A memory's text (proxy/memory/content.py): one rule for every way in, and the same "same text" as SQL."""
+"""A memory's text (memory_proxy/memory/content.py): one rule for every way in, and the same "same text" as SQL."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from proxy.memory.content import MAX_MEMORY_BYTES, memory_content, same_text_key
+from memory_proxy.memory.content import MAX_MEMORY_BYTES, memory_content, same_text_key
 
 SAME_TEXT_CASES = [
     "User likes tea.", "  user LIKES tea!!  ", "User\tlikes\n\ntea", "...User likes tea", "User likes tea. ",

@@ -39,7 +39,7 @@ async def fake_outside() -> AsyncIterator[tuple[str, FakeMemoryLLM]]:
 
 
 def start_proxy(env: dict[str, str], port: int) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", "proxy", "serve"], env={**os.environ, **env,
+    return subprocess.Popen([sys.executable, "-m", "memory_proxy", "serve"], env={**os.environ, **env,
                             "MEMORY_PROXY_PORT": str(port)}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
@@ -112,8 +112,8 @@ async def test_a_separate_worker_process_drains_the_queue_and_stops_cleanly(
         database_url: str, tmp_path: Path, fake_outside: tuple[str, FakeMemoryLLM]) -> None:
     from datetime import UTC, datetime
 
-    from proxy.store import jobs
-    from proxy.store.database import make_pool
+    from memory_proxy.store import jobs
+    from memory_proxy.store.database import make_pool
 
     fake_url, _ = fake_outside
     async with make_pool(database_url, 1) as pool, pool.connection() as conn:
@@ -121,7 +121,7 @@ async def test_a_separate_worker_process_drains_the_queue_and_stops_cleanly(
             await jobs.enqueue(conn, user_id=user, said_at=datetime.now(UTC), payload={"user_message": BUN_MSG})
     env = {**os.environ, "DATABASE_URL": database_url, "MEMORY_PROXY_DATA_DIR": str(tmp_path),
            "EMBEDDING_BASE_URL": fake_url, "MEMORY_LLM_BASE_URL": fake_url, "MISTRAL_API_KEY": "x"}
-    process = subprocess.Popen([sys.executable, "-m", "proxy", "worker"], env=env,  # noqa: ASYNC220 — spawning returns at once
+    process = subprocess.Popen([sys.executable, "-m", "memory_proxy", "worker"], env=env,  # noqa: ASYNC220 — spawning returns at once
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         await poll(lambda: job_states(database_url) == {"done": 3}, 30)
@@ -138,9 +138,9 @@ async def test_a_standalone_worker_runs_the_scheduled_maintenance(
     in-process worker ever ran the schedule the README promises."""
     from datetime import UTC, datetime, timedelta
 
-    from proxy.schemas import FactAttributes
-    from proxy.store import memories
-    from proxy.store.database import make_pool
+    from memory_proxy.schemas import FactAttributes
+    from memory_proxy.store import memories
+    from memory_proxy.store.database import make_pool
     from tests.conftest import vector_for
 
     fake_url, _ = fake_outside
@@ -158,7 +158,7 @@ async def test_a_standalone_worker_runs_the_scheduled_maintenance(
     env = {**os.environ, "DATABASE_URL": database_url, "MEMORY_PROXY_DATA_DIR": str(tmp_path),
            "EMBEDDING_BASE_URL": fake_url, "MEMORY_LLM_BASE_URL": fake_url, "MISTRAL_API_KEY": "x",
            "MAINTENANCE_INTERVAL_SECONDS": "1"}
-    process = subprocess.Popen([sys.executable, "-m", "proxy", "worker"], env=env,  # noqa: ASYNC220 — spawning returns at once
+    process = subprocess.Popen([sys.executable, "-m", "memory_proxy", "worker"], env=env,  # noqa: ASYNC220 — spawning returns at once
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         await poll(retired, 30)

@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 import pytest
 
-from proxy.worker import refresh_gauges
+from memory_proxy.worker import refresh_gauges
 from tests.conftest import (
     BUN,
     CHAT,

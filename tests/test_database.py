@@ -1,4 +1,4 @@
-"""The pool behind PgBouncer in transaction mode (proxy/store/database.py, DATABASE_DIRECT_URL): Debian's
+"""The pool behind PgBouncer in transaction mode (memory_proxy/store/database.py, DATABASE_DIRECT_URL): Debian's
 PgBouncer 1.18 for real, in front of the test's embedded PostgreSQL. CI installs it
 (.ci/install-system-packages.sh); elsewhere the tests are skipped when it is missing."""
 
@@ -22,8 +22,8 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import PoolTimeout
 
-from proxy.store.database import make_pool
-from proxy.store.scope import user_scope
+from memory_proxy.store.database import make_pool
+from memory_proxy.store.scope import user_scope
 from tests.conftest import CHAT, chat_body, free_port, metric, user_headers
 
 PGBOUNCER = shutil.which("pgbouncer") or shutil.which("pgbouncer", path="/usr/sbin")

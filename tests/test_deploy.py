@@ -21,8 +21,8 @@ import pytest
 import yaml
 from prometheus_client import Counter, Gauge, Histogram, Summary
 
-from proxy import observability
-from proxy.settings import SPECS
+from memory_proxy import observability
+from memory_proxy.settings import SPECS
 from tests.conftest import DASHBOARD, ROOT
 
 COMPOSE = ROOT / "docker-compose.yml"
@@ -168,7 +168,7 @@ def test_grafana_provisioning_parses_and_points_at_the_dashboard(compose: dict[s
 
 
 def defined_metric_names() -> set[str]:
-    """Every sample name the app can expose: each metric of proxy/observability.py with its suffixes."""
+    """Every sample name the app can expose: each metric of memory_proxy/observability.py with its suffixes."""
     suffixes = {"counter": ("_total", "_created"), "gauge": ("",), "histogram": ("_bucket", "_sum", "_count", "_created"),
                 "summary": ("", "_sum", "_count", "_created")}
     names = set()
@@ -213,7 +213,7 @@ def test_dashboard_panels_use_only_metrics_the_app_defines() -> None:
         for target in panel["targets"]:
             names = metric_names_in(target["expr"])
             assert names, f"{panel['title']}: no metric in {target['expr']}"
-            assert names <= defined, f"{panel['title']}: {names - defined} not defined in proxy/observability.py"
+            assert names <= defined, f"{panel['title']}: {names - defined} not defined in memory_proxy/observability.py"
             used |= names
     # the issue's list: every one of these has a panel
     for metric in ("requests_total", "upstream_errors_total", "added_latency_seconds_bucket",
@@ -257,7 +257,7 @@ def test_the_dockerfile_installs_with_deploy_install_sh() -> None:
 def test_dockerignore_lets_in_what_the_install_needs() -> None:
     allowed = {line[1:].rstrip("/") for line in (ROOT / ".dockerignore").read_text().splitlines()
                if line.startswith("!")}
-    assert {"pyproject.toml", "README.md", "proxy", "prompts", "db", "deploy/install.sh"} <= allowed
+    assert {"pyproject.toml", "README.md", "memory_proxy", "prompts", "db", "deploy/install.sh"} <= allowed
     for path in allowed:
         assert (ROOT / path).exists(), path
     assert "*" in (ROOT / ".dockerignore").read_text().splitlines()  # an allow-list: .env, .venv stay out

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import respx
 
-from proxy.errors import MemoryUnavailable
-from proxy.memory.embed import HttpEmbedder
-from proxy.settings import EmbeddingSettings, load_settings
-from proxy.upstream import Clients
+from memory_proxy.errors import MemoryUnavailable
+from memory_proxy.memory.embed import HttpEmbedder
+from memory_proxy.settings import EmbeddingSettings, load_settings
+from memory_proxy.upstream import Clients
 
 URL = "http://embed.test/v1"
 VECTOR = [0.25, -1.5, 3.0, 0.1]

@@ -1,4 +1,4 @@
-"""The embedded PostgreSQL (proxy/store/embedded.py) with real processes: a proxy killed with SIGKILL leaves
+"""The embedded PostgreSQL (memory_proxy/store/embedded.py) with real processes: a proxy killed with SIGKILL leaves
 its postmaster running, and the next proxy on that data dir adopts it; that one's clean stop must stop it.
 (The supervisor's restarts are in test_services.py.)"""
 
@@ -14,10 +14,10 @@ from pathlib import Path
 
 import psutil
 
-from proxy.store.embedded import EmbeddedPostgres
+from memory_proxy.store.embedded import EmbeddedPostgres
 from tests.conftest import ROOT
 
-HOLDER = ("import sys, time; from pathlib import Path; from proxy.store.embedded import EmbeddedPostgres; "
+HOLDER = ("import sys, time; from pathlib import Path; from memory_proxy.store.embedded import EmbeddedPostgres; "
           "EmbeddedPostgres(Path(sys.argv[1])); print('ready', flush=True); time.sleep(600)")
 
 

@@ -4,7 +4,7 @@ from datetime import date
 
 import pytest
 
-from proxy.memory.evidence import grounding, own_words
+from memory_proxy.memory.evidence import grounding, own_words
 
 EMAIL = """Can you summarise this e-mail for me?
 

@@ -6,10 +6,10 @@ import json
 import httpx
 import pytest
 
-from proxy.memory.extract import Extraction, extract_facts
-from proxy.memory.llm import MemoryLLM
-from proxy.prompts import load_prompt
-from proxy.settings import load_settings
+from memory_proxy.memory.extract import Extraction, extract_facts
+from memory_proxy.memory.llm import MemoryLLM
+from memory_proxy.prompts import load_prompt
+from memory_proxy.settings import load_settings
 from tests.conftest import PROXY_KEY
 
 

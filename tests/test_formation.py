@@ -19,7 +19,7 @@ import pytest
 from benchmarks.formation_quality.proxy_runner import run_proxy
 from benchmarks.formation_quality.scenarios import load_users, split_files
 from benchmarks.formation_quality.score import judge
-from proxy.store import jobs
+from memory_proxy.store import jobs
 from tests.conftest import CHAT, USER_A, add_memory, chat_body, metric, user_headers
 from tests.test_worker import links
 
@@ -88,9 +88,9 @@ def _said_facts(n: int) -> tuple[str, list[str]]:
 def _kept(facts: list[str], message: str) -> tuple[list[str], list[str]]:
     from datetime import UTC, datetime
 
-    from proxy.memory.evidence import own_words
-    from proxy.memory.extract import ExtractedFact
-    from proxy.memory.formation import kept_facts
+    from memory_proxy.memory.evidence import own_words
+    from memory_proxy.memory.extract import ExtractedFact
+    from memory_proxy.memory.formation import kept_facts
 
     texts, dropped = kept_facts([ExtractedFact(fact=f) for f in facts], own_words(message), [], "",
                                 datetime.now(UTC))
@@ -102,9 +102,9 @@ def test_a_fact_the_model_marks_as_a_secret_is_dropped_whatever_it_says() -> Non
     gives the fact the type "secret"; an ordinary fact of the same turn stays."""
     from datetime import UTC, datetime
 
-    from proxy.memory.evidence import own_words
-    from proxy.memory.extract import Extraction
-    from proxy.memory.formation import kept_facts
+    from memory_proxy.memory.evidence import own_words
+    from memory_proxy.memory.extract import Extraction
+    from memory_proxy.memory.formation import kept_facts
 
     message = "I live in Lyon and the garden gate opens with the year we met plus seven"
     parsed = Extraction.model_validate_json(
@@ -116,7 +116,7 @@ def test_a_fact_the_model_marks_as_a_secret_is_dropped_whatever_it_says() -> Non
 
 
 def test_a_fact_over_the_size_limit_is_dropped_not_cut() -> None:
-    from proxy.memory.content import MAX_MEMORY_BYTES
+    from memory_proxy.memory.content import MAX_MEMORY_BYTES
 
     kept, dropped = _kept(["User likes " + "é" * MAX_MEMORY_BYTES, "User likes tea."],
                           "I like tea and " + "é" * MAX_MEMORY_BYTES)
@@ -125,7 +125,7 @@ def test_a_fact_over_the_size_limit_is_dropped_not_cut() -> None:
 
 
 def test_at_most_the_per_turn_cap_is_kept_and_repeats_are_dropped() -> None:
-    from proxy.memory.content import MAX_FACTS_PER_TURN
+    from memory_proxy.memory.content import MAX_FACTS_PER_TURN
 
     message, facts = _said_facts(MAX_FACTS_PER_TURN + 3)
     kept, dropped = _kept([facts[0], facts[0].lower(), *facts[1:]], message)
@@ -136,10 +136,10 @@ def test_at_most_the_per_turn_cap_is_kept_and_repeats_are_dropped() -> None:
 def test_an_expiring_fact_never_retires_a_lasting_memory_and_the_lasting_fact_takes_the_place() -> None:
     from datetime import UTC, datetime
 
-    from proxy.memory.formation import _settle
-    from proxy.memory.resolve import Resolution
-    from proxy.schemas import FactAttributes, Memory
-    from proxy.settings import load_settings
+    from memory_proxy.memory.formation import _settle
+    from memory_proxy.memory.resolve import Resolution
+    from memory_proxy.schemas import FactAttributes, Memory
+    from memory_proxy.settings import load_settings
 
     settings = load_settings({}).formation
     now = datetime.now(UTC)
@@ -230,9 +230,9 @@ async def test_a_replys_facts_are_checked_in_a_worker_process(
 
 
 def test_past_the_facts_read_per_reply_the_rest_are_dropped_unread(monkeypatch: Any) -> None:
-    from proxy.memory import content
-    from proxy.memory.content import MAX_FACTS_PER_TURN, MAX_MEMORY_BYTES
-    from proxy.memory.formation import MAX_FACTS_READ
+    from memory_proxy.memory import content
+    from memory_proxy.memory.content import MAX_FACTS_PER_TURN, MAX_MEMORY_BYTES
+    from memory_proxy.memory.formation import MAX_FACTS_READ
 
     scanned: list[str] = []
 
@@ -240,7 +240,7 @@ def test_past_the_facts_read_per_reply_the_rest_are_dropped_unread(monkeypatch: 
         scanned.append(text)
         return redact(text)
 
-    from proxy.redact import redact
+    from memory_proxy.redact import redact
     monkeypatch.setattr(content, "redact", recording)
     message, facts = _said_facts(40)
     kept, dropped = _kept(["User likes " + "é" * MAX_MEMORY_BYTES, *facts], message)

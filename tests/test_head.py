@@ -1,4 +1,4 @@
-"""HEAD wherever GET is (proxy/head.py), through a real uvicorn: the GET's status and headers, no body."""
+"""HEAD wherever GET is (memory_proxy/head.py), through a real uvicorn: the GET's status and headers, no body."""
 
 from __future__ import annotations
 

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from proxy.classify import TurnKind, classify, latest_user_text
-from proxy.memory.heuristics import contentless
+from memory_proxy.classify import TurnKind, classify, latest_user_text
+from memory_proxy.memory.heuristics import contentless
 from tests.conftest import FIXTURES
 
 

@@ -14,13 +14,13 @@ import numpy as np
 import psycopg
 import pytest
 
-from proxy.memory import index as index_module
-from proxy.memory import late
-from proxy.memory.index import Indexes, UserIndex
-from proxy.memory.retrieve import retrieve_memories
-from proxy.settings import load_settings
-from proxy.store import memories, search, snapshot
-from proxy.store.database import make_pool
+from memory_proxy.memory import index as index_module
+from memory_proxy.memory import late
+from memory_proxy.memory.index import Indexes, UserIndex
+from memory_proxy.memory.retrieve import retrieve_memories
+from memory_proxy.settings import load_settings
+from memory_proxy.store import memories, search, snapshot
+from memory_proxy.store.database import make_pool
 from tests.conftest import BUN, CHAT, RUNTIME_Q, USER_A, USER_B, add_memory, chat_body, metric, user_headers
 from tests.test_retrieval import fillers
 from tests.test_search import MODEL, add, basis

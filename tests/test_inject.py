@@ -1,8 +1,8 @@
 import json
 from datetime import UTC, datetime
 
-from proxy.inject import has_client_memory, inject_memories, render_memories
-from proxy.schemas import Memory
+from memory_proxy.inject import has_client_memory, inject_memories, render_memories
+from memory_proxy.schemas import Memory
 
 WHEN = datetime(2026, 3, 2, tzinfo=UTC)
 MEMS = [Memory("m1", "User lives in Berlin.", WHEN, 0.9), Memory("m2", "User likes tea.", WHEN, 0.85)]

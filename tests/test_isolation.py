@@ -18,9 +18,9 @@ import psycopg
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
-from proxy.store import jobs, memories, search
-from proxy.store.database import APP_ROLE, make_pool
-from proxy.store.scope import all_users, user_scope
+from memory_proxy.store import jobs, memories, search
+from memory_proxy.store.database import APP_ROLE, make_pool
+from memory_proxy.store.scope import all_users, user_scope
 
 MODEL = "iso-model"
 DIMS = 32  # small vectors: the policies do not care about the dimension, and 10,000 searches stay quick

@@ -1,4 +1,4 @@
-"""The job queue (proxy/store/jobs.py): fair claims across users, each user's turns in order."""
+"""The job queue (memory_proxy/store/jobs.py): fair claims across users, each user's turns in order."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
-from proxy.store import jobs
-from proxy.store.database import make_pool
+from memory_proxy.store import jobs
+from memory_proxy.store.database import make_pool
 from tests.conftest import USER_A, USER_B
 
 FLOOD = "flooding-user"

@@ -1,4 +1,4 @@
-"""The second maintained credential catalog (proxy/kingfisher.py): what it adds, where it puts the placeholder,
+"""The second maintained credential catalog (memory_proxy/kingfisher.py): what it adds, where it puts the placeholder,
 and that a scan it cannot finish is never taken for a clean text."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from proxy import kingfisher
-from proxy.leaks import ScanFailed
-from proxy.redact import Redaction, redact, warm
+from memory_proxy import kingfisher
+from memory_proxy.leaks import ScanFailed
+from memory_proxy.redact import Redaction, redact, warm
 
 CORPUS = Path(__file__).parents[1] / "benchmarks" / "secrets_corpus"
 POSTHOG = "phx_sXNyZ4gbsX4wwzOM8q_E1076ZJhN-i1BpN088af7a"  # a published sample of the dev split

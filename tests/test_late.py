@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from proxy.memory.late import Tokens, maxsim
+from memory_proxy.memory.late import Tokens, maxsim
 
 
 def unit(*rows: list[float]) -> np.ndarray:

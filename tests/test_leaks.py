@@ -1,4 +1,4 @@
-"""The maintained credential rule set (proxy/leaks.py): the engine's own rules, picked per text by keyword."""
+"""The maintained credential rule set (memory_proxy/leaks.py): the engine's own rules, picked per text by keyword."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pybetterleaks
 import pytest
 from pybetterleaks import ScanTimeoutError, scan_text
 
-from proxy import kingfisher, leaks
-from proxy.redact import redact, redact_strings
+from memory_proxy import kingfisher, leaks
+from memory_proxy.redact import redact, redact_strings
 from tests.conftest import CHAT, USER_A, chat_body, metric, user_headers
 
 CORPUS = Path(__file__).parents[1] / "benchmarks" / "secrets_corpus"
@@ -24,7 +24,7 @@ def _dev(name: str, every: int) -> list[str]:
 
 
 def test_the_rules_are_the_ones_the_installed_engine_ships() -> None:
-    """proxy/betterleaks.toml must be the engine's own default config, so that updating the package without
+    """memory_proxy/betterleaks.toml must be the engine's own default config, so that updating the package without
     the file (or the reverse) fails here, not silently in production."""
     native = Path(pybetterleaks.__file__).parent / "native"
     assert any(leaks.RULES_FILE.read_bytes() in lib.read_bytes() for lib in native.iterdir())

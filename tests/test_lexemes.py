@@ -8,7 +8,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from proxy.memory.lexemes import query_lexemes
+from memory_proxy.memory.lexemes import query_lexemes
 from tests.conftest import ROOT
 
 CASES = ["The organized user's well-known J.K. Rowling quote, 3.5 times!",

@@ -11,11 +11,11 @@ import httpx
 import numpy as np
 import pytest
 
-from proxy.errors import MemoryUnavailable
-from proxy.memory.embed import build_embedder
-from proxy.memory.local_embed import DIMENSIONS, MODEL_NAME, LocalEmbedder
-from proxy.settings import load_settings
-from proxy.upstream import Clients
+from memory_proxy.errors import MemoryUnavailable
+from memory_proxy.memory.embed import build_embedder
+from memory_proxy.memory.local_embed import DIMENSIONS, MODEL_NAME, LocalEmbedder
+from memory_proxy.settings import load_settings
+from memory_proxy.upstream import Clients
 from tests.conftest import FIXTURES
 
 
@@ -100,7 +100,7 @@ async def test_the_model_is_loaded_before_the_first_chat_turn(env: dict, app_fac
     turn was relayed without its memory (embedder_timeout). Now the app serves only once it is loaded."""
     from litestar.testing import AsyncTestClient
 
-    from proxy.store.memories import add_or_find_memory
+    from memory_proxy.store.memories import add_or_find_memory
     from tests.conftest import PROXY_KEY, USER_A, chat_body, metric, sent_body, system_text, user_headers
 
     settings = load_settings({**env, "EMBEDDING_PROVIDER": "local", "RETRIEVAL_INJECT_ALL_BELOW": "0"})

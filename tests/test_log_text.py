@@ -1,4 +1,4 @@
-"""LOG_MEMORY_TEXT=false keeps the text of facts and model replies out of every log line (proxy/log_text.py):
+"""LOG_MEMORY_TEXT=false keeps the text of facts and model replies out of every log line (memory_proxy/log_text.py):
 ours and the libraries' (instructor logs an unreadable reply's start and end; an SDK's error quotes the
 server's error body), and the text of exceptions and tracebacks."""
 
@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 import structlog
 
-from proxy.log_text import WITHHELD
-from proxy.observability import configure_logging, log
-from proxy.store import jobs
-from proxy.worker import Worker
+from memory_proxy.log_text import WITHHELD
+from memory_proxy.observability import configure_logging, log
+from memory_proxy.store import jobs
+from memory_proxy.worker import Worker
 from tests.conftest import USER_A
 
 MARKER = "quokka-flowerpot-7"  # a fact only the model's reply (or the server's error body) holds

@@ -13,9 +13,9 @@ import httpx
 import pytest
 import structlog
 
-from proxy import outbox
-from proxy.observability import configure_logging, log, user_ref
-from proxy.request_id import client_request_id
+from memory_proxy import outbox
+from memory_proxy.observability import configure_logging, log, user_ref
+from memory_proxy.request_id import client_request_id
 from tests.conftest import CHAT, USER_A, USER_B, add_memory, chat_body, completion, user_headers
 from tests.test_streaming import ScriptedStream, stream_reply
 
@@ -182,8 +182,8 @@ def test_fact_text_can_be_kept_out_of_the_decision_logs(capsys: pytest.CaptureFi
 
 def test_without_a_configured_key_pseudonyms_use_a_generated_one_kept_in_the_data_dir(tmp_path: Any) -> None:
     """With LOG_USER_ID_KEY unset, pseudonyms used a fixed key: anyone could recompute one from an id."""
-    from proxy.cli.common import log_user_id_key
-    from proxy.settings import load_settings
+    from memory_proxy.cli.common import log_user_id_key
+    from memory_proxy.settings import load_settings
 
     settings = load_settings({"MEMORY_PROXY_DATA_DIR": str(tmp_path)})
     first, second = log_user_id_key(settings), log_user_id_key(settings)

@@ -1,14 +1,14 @@
-"""Maintenance's retention (proxy/memory/maintain.py): what is past its lifetime is deleted."""
+"""Maintenance's retention (memory_proxy/memory/maintain.py): what is past its lifetime is deleted."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
 
-from proxy.memory.maintain import maintain
-from proxy.settings import MaintenanceSettings
-from proxy.store import jobs, memories
-from proxy.store.database import make_pool
+from memory_proxy.memory.maintain import maintain
+from memory_proxy.settings import MaintenanceSettings
+from memory_proxy.store import jobs, memories
+from memory_proxy.store.database import make_pool
 from tests.conftest import USER_A, add_memory
 
 

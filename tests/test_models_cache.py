@@ -12,7 +12,7 @@ import httpx
 import pytest
 from litestar.testing import AsyncTestClient
 
-from proxy.settings import load_settings
+from memory_proxy.settings import load_settings
 from tests.conftest import PROXY_KEY, make_env
 
 TIMEOUT_S = 0.3

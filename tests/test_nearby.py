@@ -1,4 +1,4 @@
-"""Secrets stated in any language by the words of maintained translations (proxy/redact/nearby.py, lexicon.py),
+"""Secrets stated in any language by the words of maintained translations (memory_proxy/redact/nearby.py, lexicon.py),
 and the checksummed values beside them (checksummed.py): our own examples, not the frozen corpus's."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from proxy.redact import Redaction, redact
-from proxy.redact.lexicon import Lexicon, fold
+from memory_proxy.redact import Redaction, redact
+from memory_proxy.redact.lexicon import Lexicon, fold
 
 STATED = [  # (text, secret): the value after the word, or before it, in the same sentence
     ("Sonnenblume7! ist das Passwort vom Laptop", "Sonnenblume7!"),

@@ -1,4 +1,4 @@
-"""Formation jobs on their way to the database (proxy/outbox.py): held, spooled, taken over, set aside."""
+"""Formation jobs on their way to the database (memory_proxy/outbox.py): held, spooled, taken over, set aside."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from proxy.outbox import Outbox, PendingJob
-from proxy.store import jobs
-from proxy.store.database import make_pool
+from memory_proxy.outbox import Outbox, PendingJob
+from memory_proxy.store import jobs
+from memory_proxy.store.database import make_pool
 from tests.conftest import USER_A, USER_B, metric
 
 DOWN = "postgresql://postgres@/postgres?host=/nonexistent-socket-dir&connect_timeout=1"
@@ -108,7 +108,7 @@ async def test_jobs_of_turns_that_end_together_are_written_together(database_url
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """Group commit: 20 turns ending at once cost one or two transactions, not 20, and keep each user's
     order; a job the database refuses among them is set aside alone, and no other is lost."""
-    from proxy.store import jobs
+    from memory_proxy.store import jobs
 
     batches: list[int] = []
     enqueue_many = jobs.enqueue_many
@@ -180,7 +180,7 @@ async def test_a_write_that_committed_but_lost_its_answer_is_not_written_twice(
 
 async def test_held_jobs_are_written_in_batches_in_order_and_a_refused_one_is_set_aside(
         database_url: str, tmp_path: Path, ready: asyncio.Event, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("proxy.outbox.FLUSH_BATCH", 3)
+    monkeypatch.setattr("memory_proxy.outbox.FLUSH_BATCH", 3)
     rejected = metric("memory_proxy_jobs_total", event="rejected")
     async with make_pool(database_url, 2) as pool:
         outbox = Outbox(pool, ready, tmp_path)

@@ -1,4 +1,4 @@
-"""Private files and directories (proxy/private.py): 0700 and 0600 whatever the umask."""
+"""Private files and directories (memory_proxy/private.py): 0700 and 0600 whatever the umask."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from proxy.auth import stored_secret
-from proxy.private import create_private, private_dir
+from memory_proxy.auth import stored_secret
+from memory_proxy.private import create_private, private_dir
 
 
 def test_directories_and_files_are_private_under_a_permissive_umask(tmp_path: Path) -> None:

@@ -9,8 +9,8 @@ import httpx
 import pytest
 
 from benchmarks.formation_quality.scripted import call_purpose
-from proxy.memory.evidence import OwnWords, own_words
-from proxy.memory.provenance import parts
+from memory_proxy.memory.evidence import OwnWords, own_words
+from memory_proxy.memory.provenance import parts
 from tests.conftest import CHAT, USER_A, chat_body, make_env, metric, user_headers
 from tests.test_worker import links
 
@@ -97,7 +97,7 @@ async def test_the_model_can_only_remove_and_a_message_it_empties_is_skipped(
 
 
 def test_the_check_is_off_by_default(database_url: str, tmp_path: Path) -> None:
-    from proxy.settings import load_settings
+    from memory_proxy.settings import load_settings
 
     assert not load_settings(make_env(database_url, tmp_path)).formation.provenance_check
 

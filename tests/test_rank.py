@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from proxy.memory.rank import (
+from memory_proxy.memory.rank import (
     STALE_RECENCY,
     best_fused,
     decayed_after_days,
@@ -21,8 +21,8 @@ from proxy.memory.rank import (
     score,
     similarities,
 )
-from proxy.schemas import Memory, SearchHit
-from proxy.settings import RankingSettings, load_settings
+from memory_proxy.schemas import Memory, SearchHit
+from memory_proxy.settings import RankingSettings, load_settings
 
 NOW = datetime(2026, 11, 23, tzinfo=UTC)
 HALF_LIVES = RankingSettings().half_life_days  # identity never, preference 180, context 7, temporary 1…

@@ -1,4 +1,4 @@
-"""Credential redaction (proxy/redact/) against the corpus in fixtures/secrets.json."""
+"""Credential redaction (memory_proxy/redact/) against the corpus in fixtures/secrets.json."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import prose_secrets
-from proxy.redact import Redaction, redact
+from memory_proxy.redact import Redaction, redact
 
 CORPUS = json.loads((Path(__file__).parent / "fixtures" / "secrets.json").read_text())
 POSITIVE = CORPUS["positive"]
@@ -132,7 +132,7 @@ def test_adversarial_input_stays_fast(text: str) -> None:
 
 
 # A password stated in a language our patterns have no grammar for: the word from Django's translations, then
-# the first password-like token of the sentence (proxy/redact/password_words.json).
+# the first password-like token of the sentence (memory_proxy/redact/password_words.json).
 STATED = [("sv", "lösenordet till routern är Sommar2024 sa han", "Sommar2024"),
           ("ru", "Мой пароль от почты: Qwerty-42.", "Qwerty-42"),
           ("uk", "мій пароль — Kyiv_1991", "Kyiv_1991"),

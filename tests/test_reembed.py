@@ -8,13 +8,13 @@ import httpx
 import numpy as np
 import pytest
 
-from proxy.errors import MemoryUnavailable
-from proxy.memory.document import embedding_text
-from proxy.memory.reembed import reembed
-from proxy.services import open_services
-from proxy.settings import Settings
-from proxy.store.memories import add_global_memory
-from proxy.store.search import neighbours
+from memory_proxy.errors import MemoryUnavailable
+from memory_proxy.memory.document import embedding_text
+from memory_proxy.memory.reembed import reembed
+from memory_proxy.services import open_services
+from memory_proxy.settings import Settings
+from memory_proxy.store.memories import add_global_memory
+from memory_proxy.store.search import neighbours
 from tests.conftest import USER_A, USER_B, add_memory, vector_for
 
 FACTS = {USER_A: ["User lives in Berlin.", "User is a software engineer who uses Bun."],

@@ -7,11 +7,11 @@ from datetime import UTC, datetime
 import httpx
 import pytest
 
-from proxy.memory.llm import MemoryLLM
-from proxy.memory.resolve import decide, forgotten, relate, relations_model
-from proxy.prompts import load_prompt
-from proxy.schemas import Memory
-from proxy.settings import load_settings
+from memory_proxy.memory.llm import MemoryLLM
+from memory_proxy.memory.resolve import decide, forgotten, relate, relations_model
+from memory_proxy.prompts import load_prompt
+from memory_proxy.schemas import Memory
+from memory_proxy.settings import load_settings
 from tests.conftest import PROXY_KEY
 
 
@@ -85,7 +85,7 @@ async def test_relate_and_forget_share_the_system_message_and_number_the_candida
 
 
 async def test_a_destructive_relation_is_confirmed_by_one_yes_or_no_question_about_that_pair() -> None:
-    from proxy.memory.resolve import confirmed
+    from memory_proxy.memory.resolve import confirmed
 
     sent: list[dict] = []
     llm, client = _llm([{"answer": "yes"}, {"answer": "No"}, {"answer": True}, {"answer": "maybe"}], sent)

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from proxy.memory.maintain import maintain
-from proxy.schemas import FactAttributes
-from proxy.settings import MaintenanceSettings, load_settings
-from proxy.store import memories
+from memory_proxy.memory.maintain import maintain
+from memory_proxy.schemas import FactAttributes
+from memory_proxy.settings import MaintenanceSettings, load_settings
+from memory_proxy.store import memories
 from tests.conftest import (
     BERLIN,
     BUN,
@@ -144,7 +144,7 @@ async def test_a_replacement_can_be_undone_with_its_own_audit_row(db: Any) -> No
 
 
 async def test_maintenance_expires_merges_and_prunes_into_the_history(db: Any, database_url: str) -> None:
-    from proxy.store.database import make_pool
+    from memory_proxy.store.database import make_pool
 
     now = datetime.now(UTC)
     expired = await typed(db, USER_A, "User has a dentist appointment today.", "temporary",

@@ -1,4 +1,4 @@
-"""Secret scans and fact checks off the event loop (proxy/scanner.py): where they run, their deadline, and
+"""Secret scans and fact checks off the event loop (memory_proxy/scanner.py): where they run, their deadline, and
 that the loop keeps answering meanwhile."""
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import httpx
 import psutil
 import pytest
 
-from proxy import kingfisher
-from proxy.leaks import ScanFailed
-from proxy.scanner import SMALL_TEXT_CHARS, Scanner, redact_small
-from proxy.services import open_services
-from proxy.settings import Settings
+from memory_proxy import kingfisher
+from memory_proxy.leaks import ScanFailed
+from memory_proxy.scanner import SMALL_TEXT_CHARS, Scanner, redact_small
+from memory_proxy.services import open_services
+from memory_proxy.settings import Settings
 from tests.conftest import metric
 
 KEY = "sk-proj-" + "Zq3xT9vL2mN8pR4sW6yB1cD5fG7hJ0kA" * 2
@@ -93,15 +93,15 @@ async def test_the_event_loop_keeps_answering_while_a_worker_holds_its_gil(scann
 
 
 async def test_a_small_text_is_scanned_in_a_thread_and_a_long_one_is_never(monkeypatch: Any) -> None:
-    import proxy.scanner
+    import memory_proxy.scanner
 
     threads: list[int] = []
 
     def recording(text: str) -> Any:
         threads.append(threading.get_ident())
-        return proxy.redact.redact(text)
+        return memory_proxy.redact.redact(text)
 
-    monkeypatch.setattr(proxy.scanner, "redact", recording)
+    monkeypatch.setattr(memory_proxy.scanner, "redact", recording)
     found = await redact_small(f"my key is {KEY}")
     assert KEY not in found.text and threads and threads[0] != threading.get_ident()
     with pytest.raises(ValueError):

@@ -10,11 +10,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from proxy.memory.retrieve import memories_for_turn
-from proxy.schemas import FactAttributes, Memory, SearchHit
-from proxy.settings import load_settings
-from proxy.store import memories, search
-from proxy.store.database import make_pool
+from memory_proxy.memory.retrieve import memories_for_turn
+from memory_proxy.schemas import FactAttributes, Memory, SearchHit
+from memory_proxy.settings import load_settings
+from memory_proxy.store import memories, search
+from memory_proxy.store.database import make_pool
 from tests.conftest import USER_A, USER_B
 
 MODEL = "mistral-embed"
@@ -174,7 +174,7 @@ async def test_a_turn_reads_both_tiers_and_the_search_on_one_connection(db: Any,
 
 
 async def test_one_shared_word_of_a_long_query_does_not_pass_the_minimum_score(db: Any) -> None:
-    from proxy.memory.rank import qualifies
+    from memory_proxy.memory.rank import qualifies
 
     writing = await add(db, "User likes writing Python.", basis((7, 1.0)))  # cosine 0 to the query
     found = await search.search(db, user_id=USER_A, model=MODEL, embedding=basis((0, 1.0)),

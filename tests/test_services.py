@@ -1,4 +1,4 @@
-"""The long-lived resources (proxy/services.py): the embedded database kept running, and the breaker that
+"""The long-lived resources (memory_proxy/services.py): the embedded database kept running, and the breaker that
 stops a down database from costing every chat turn its whole retrieval budget."""
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ import psycopg
 import pytest
 from litestar.testing import AsyncTestClient
 
-from proxy.breaker import Breaker
-from proxy.services import open_services
-from proxy.settings import load_settings
-from proxy.store.embedded import EmbeddedPostgres
+from memory_proxy.breaker import Breaker
+from memory_proxy.services import open_services
+from memory_proxy.settings import load_settings
+from memory_proxy.store.embedded import EmbeddedPostgres
 from tests.conftest import (
     CHAT,
     PROXY_KEY,
@@ -196,10 +196,10 @@ async def test_with_the_local_embedder_held_indexes_rank_by_late_interaction(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """EMBEDDING_PROVIDER=local: the index a turn searches holds its memories' word states, and a query
     brings its own, so the late-interaction arm (memory/late.py) runs in the fusion."""
-    from proxy.memory.document import embedding_text
-    from proxy.memory.index import UserIndex
-    from proxy.memory.retrieve import retrieve_memories
-    from proxy.store.memories import add_memory
+    from memory_proxy.memory.document import embedding_text
+    from memory_proxy.memory.index import UserIndex
+    from memory_proxy.memory.retrieve import retrieve_memories
+    from memory_proxy.store.memories import add_memory
 
     settings = load_settings({"MEMORY_PROXY_DATA_DIR": str(tmp_path), "PROXY_API_KEYS": PROXY_KEY,
                               "EMBEDDING_PROVIDER": "local"})

@@ -6,7 +6,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from proxy.settings import (
+from memory_proxy.settings import (
     MEMORY_TYPES,
     SPECS,
     Settings,
@@ -99,7 +99,7 @@ class _VariableDeclaredTwice:
 
 
 def test_a_field_without_a_variable_or_a_variable_declared_twice_fails() -> None:
-    """`proxy.settings` runs the same check on `Settings` at import."""
+    """`memory_proxy.settings` runs the same check on `Settings` at import."""
     with pytest.raises(TypeError, match=r"_FieldWithoutVariable\.host: no environment variable"):
         declarations(_FieldWithoutVariable)
     with pytest.raises(TypeError, match="declared more than once: EXAMPLE_PORT"):

@@ -1,10 +1,10 @@
-"""Secrets known by their layout alone, in any language (proxy/redact/shapes.py): our own examples."""
+"""Secrets known by their layout alone, in any language (memory_proxy/redact/shapes.py): our own examples."""
 
 from __future__ import annotations
 
 import pytest
 
-from proxy.redact import Redaction, redact
+from memory_proxy.redact import Redaction, redact
 
 FOUND = [  # (text, every value that must go, kind)
     ("Резервни кодове:\n4711 0815\n2288 9901\n6630 1184\n\nпази ги", ["4711", "0815", "2288", "9901", "6630"],

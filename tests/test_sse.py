@@ -1,4 +1,4 @@
-"""Reading the assistant's text out of a reply (proxy/sse.py): streamed SSE, split anywhere, and plain JSON."""
+"""Reading the assistant's text out of a reply (memory_proxy/sse.py): streamed SSE, split anywhere, and plain JSON."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from proxy.sse import MAX_REPLY_CHARS, ReplyTee, reply_text
+from memory_proxy.sse import MAX_REPLY_CHARS, ReplyTee, reply_text
 
 
 def event(content: object) -> bytes:

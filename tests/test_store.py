@@ -7,10 +7,10 @@ import numpy as np
 import psycopg
 import pytest
 
-from proxy.store.database import migrate, migration_names
-from proxy.store.embedded import BUNDLED_NEEDS, needs_rebuild
-from proxy.store.memories import add_or_find_memory, count_memories, link_vector
-from proxy.store.search import SEARCH_CANDIDATES, neighbours
+from memory_proxy.store.database import migrate, migration_names
+from memory_proxy.store.embedded import BUNDLED_NEEDS, needs_rebuild
+from memory_proxy.store.memories import add_or_find_memory, count_memories, link_vector
+from memory_proxy.store.search import SEARCH_CANDIDATES, neighbours
 from tests.conftest import USER_A, USER_B, add_memory, vector_for
 
 QUERY = "Which JavaScript runtime should I use for my next project?"
@@ -100,7 +100,7 @@ async def test_concurrent_migrations_on_an_empty_database_apply_once(pg_server: 
 
 async def test_parallel_inserts_of_the_same_text_leave_one_link(database_url: str) -> None:
     """The exact-duplicate guard is a unique constraint: racing transactions cannot create twins."""
-    from proxy.store.database import make_pool
+    from memory_proxy.store.database import make_pool
 
     async with make_pool(database_url, 20) as pool:
         async def insert(text: str) -> str:
@@ -143,7 +143,7 @@ def test_the_bundled_pgvector_is_replaced_only_when_this_cpu_cannot_run_it(tmp_p
 
 async def test_a_secret_in_an_audit_reason_is_redacted(db: Any) -> None:
     """The management API stores a free-text reason (PATCH body, DELETE ?reason=): never a secret in it."""
-    from proxy.store.memories import audit
+    from memory_proxy.store.memories import audit
 
     await audit(db, user_id=USER_A, old_id=None, new_id=None, action="edit",
                 reason="typo; my new wifi password is Hx7-kP2q9zLm")
@@ -153,7 +153,7 @@ async def test_a_secret_in_an_audit_reason_is_redacted(db: Any) -> None:
 
 async def test_an_audit_reason_is_cut_to_its_bound_before_it_is_scanned_or_stored(db: Any) -> None:
     """A model's reason (the worker's audits) is cut; the API refuses a longer one (tests/test_api_input.py)."""
-    from proxy.store.memories import MAX_REASON_CHARS, audit
+    from memory_proxy.store.memories import MAX_REASON_CHARS, audit
 
     await audit(db, user_id=USER_A, old_id=None, new_id=None, action="replace", reason="because " * 20_000)
     cur = await db.execute("SELECT length(reason) FROM memory_updates WHERE user_id = %s", [USER_A])
@@ -161,8 +161,8 @@ async def test_an_audit_reason_is_cut_to_its_bound_before_it_is_scanned_or_store
 
 
 async def test_a_pinned_memory_imported_from_an_export_is_pinned_and_audited(db: Any) -> None:
-    from proxy.export import read
-    from proxy.store.transfer import import_memory
+    from memory_proxy.export import read
+    from memory_proxy.store.transfer import import_memory
 
     _, [memory] = read({"format": "memory-proxy/memories", "version": 1, "memories": [
         {"content": "User is allergic to penicillin.", "memory_type": "identity", "pinned": True}]})
@@ -182,7 +182,7 @@ def test_every_pin_change_goes_through_the_one_audited_function() -> None:
     import re
     from pathlib import Path
 
-    root = Path(__file__).resolve().parent.parent / "proxy"
+    root = Path(__file__).resolve().parent.parent / "memory_proxy"
     writers = {str(path.relative_to(root)): len(re.findall(r"SET\s+pinned\b", path.read_text()))
                for path in root.rglob("*.py")}
     assert {path: n for path, n in writers.items() if n} == {"store/memories.py": 1}  # in set_pinned
@@ -192,12 +192,12 @@ def test_the_store_and_the_upstream_client_import_neither_memory_nor_the_http_la
     import ast
     from pathlib import Path
 
-    proxy = Path(__file__).resolve().parent.parent / "proxy"
-    forbidden = ("proxy.memory", "proxy.api", "proxy.routes", "proxy.pipeline", "proxy.app", "proxy.cli",
+    proxy = Path(__file__).resolve().parent.parent / "memory_proxy"
+    forbidden = ("memory_proxy.memory", "memory_proxy.api", "memory_proxy.routes", "memory_proxy.pipeline", "memory_proxy.app", "memory_proxy.cli",
                  "litestar")
     reached = []
     for path in [*sorted((proxy / "store").glob("*.py")), proxy / "upstream.py"]:
-        package = "proxy.store" if path.parent.name == "store" else "proxy"
+        package = "memory_proxy.store" if path.parent.name == "store" else "proxy"
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom):
                 base = package.rsplit(".", node.level - 1)[0] if node.level else ""

@@ -22,8 +22,8 @@ import httpx
 import pytest
 from litestar.testing import AsyncTestClient
 
-from proxy.settings import Settings, load_settings
-from proxy.upstream import Clients
+from memory_proxy.settings import Settings, load_settings
+from memory_proxy.upstream import Clients
 from tests.conftest import CHAT, PROXY_KEY, free_port, make_env, served
 
 AUTH = {"authorization": f"Bearer {PROXY_KEY}"}

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from proxy.memory import uses
-from proxy.memory.uses import UseCounts
-from proxy.store.database import make_pool
+from memory_proxy.memory import uses
+from memory_proxy.memory.uses import UseCounts
+from memory_proxy.store.database import make_pool
 from tests.conftest import USER_A, USER_B, add_memory
 
 

@@ -1,4 +1,4 @@
-"""Vendor formats that the maintained rule sets miss in chat text (proxy/redact/vendor.py): our own examples, with
+"""Vendor formats that the maintained rule sets miss in chat text (memory_proxy/redact/vendor.py): our own examples, with
 values made up here (a seeded generator), never a real credential."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import string
 
 import pytest
 
-from proxy.redact import redact
+from memory_proxy.redact import redact
 
 _RNG = random.Random(33)
 _B64 = string.ascii_letters + string.digits + "+/"

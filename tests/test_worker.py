@@ -15,7 +15,7 @@ import psycopg
 import pytest
 from structlog.testing import capture_logs
 
-from proxy.store import jobs
+from memory_proxy.store import jobs
 from tests.conftest import (
     BUN,
     BUN_MSG,
@@ -80,7 +80,7 @@ async def test_tasks_anonymous_and_failed_turns_enqueue_nothing(client: Any, out
 async def test_formation_disabled_enqueues_nothing(env: dict, app_factory: Any, outside: Any, db: Any) -> None:
     from litestar.testing import AsyncTestClient
 
-    from proxy.settings import load_settings
+    from memory_proxy.settings import load_settings
 
     async with AsyncTestClient(app_factory(load_settings({**env, "FORMATION_ENABLED": "false"}))) as c:
         response = await c.post(CHAT, json=chat_body(BUN_MSG),
@@ -197,8 +197,8 @@ async def test_a_user_at_the_memory_cap_gets_no_new_memory_but_updates_still_hap
 
 async def test_the_same_fact_in_20_parallel_requests_leaves_one_memory(
         client: Any, outside: Any, db: Any, worker: Any, memory_llm: Any, settings: Any) -> None:
-    from proxy.services import open_services
-    from proxy.worker import Worker
+    from memory_proxy.services import open_services
+    from memory_proxy.worker import Worker
 
     memory_llm.extract = facts_for
     await asyncio.gather(*(client.post(CHAT, json=chat_body(BUN_MSG), headers=user_headers(USER_A))
@@ -232,7 +232,7 @@ async def test_flip_flop_an_older_statement_never_replaces_a_newer_one(
 
 async def test_a_shared_memory_is_unlinked_only_for_the_user_who_changed(
         db: Any, worker: Any, memory_llm: Any) -> None:
-    from proxy.store.memories import link_vector
+    from memory_proxy.store.memories import link_vector
 
     memory_llm.extract = facts_for
     bun = await add_memory(db, USER_A, BUN)
@@ -248,9 +248,9 @@ async def test_a_shared_memory_is_unlinked_only_for_the_user_who_changed(
 @pytest.mark.parametrize("fault", ["timeout", "http_500"])
 async def test_a_failing_memory_llm_is_retried_then_dead_and_chat_is_unaffected(
         env: dict, client: Any, outside: Any, db: Any, memory_llm: Any, fault: str) -> None:
-    from proxy.services import open_services
-    from proxy.settings import load_settings
-    from proxy.worker import Worker
+    from memory_proxy.services import open_services
+    from memory_proxy.settings import load_settings
+    from memory_proxy.worker import Worker
 
     memory_llm.extract = facts_for
     if fault == "timeout":
@@ -296,9 +296,9 @@ async def test_a_busy_memory_llm_server_is_queueing_not_failure(
         env: dict, client: Any, db: Any, memory_llm: Any) -> None:
     """Issue 26: a local server shared with chat answers formation late. A call that times out gives the job its
     attempt back and a backoff that grows with the job's age (10 s at first), never a dead job while it is young."""
-    from proxy.services import open_services
-    from proxy.settings import load_settings
-    from proxy.worker import Worker
+    from memory_proxy.services import open_services
+    from memory_proxy.settings import load_settings
+    from memory_proxy.worker import Worker
 
     memory_llm.extract = facts_for
     memory_llm.hang = asyncio.Event()
@@ -367,7 +367,7 @@ async def test_a_ten_minute_memory_llm_outage_kills_no_job(db: Any, worker: Any,
 
 async def test_a_request_the_memory_llm_refuses_still_spends_attempts(db: Any, worker: Any, outside: Any) -> None:
     """A 400 says the request is wrong: asking again will not change it, so the job dies after its attempts."""
-    from proxy.worker import Worker
+    from memory_proxy.worker import Worker
 
     outside.routes["memory_llm"].respond(400, json={"error": {"message": "bad request", "type": "invalid_request"}})
     await jobs.enqueue(db, user_id=USER_A, said_at=datetime.now(UTC), payload={"user_message": BUN_MSG})
@@ -428,7 +428,7 @@ async def test_a_job_whose_worker_died_is_taken_over_after_its_lease(
 
 async def test_global_memories_reach_users_with_fewer_than_five_of_their_own(client: Any, outside: Any,
                                                                             db: Any) -> None:
-    from proxy.store.memories import add_global_memory
+    from memory_proxy.store.memories import add_global_memory
     from tests.conftest import vector_for
 
     text = "Everyone on this server works at Acme."
@@ -448,9 +448,9 @@ async def test_global_memories_reach_users_with_fewer_than_five_of_their_own(cli
                                                 ("mistral", "md_json"), ("openai", "json"), ("openai", "tools")])
 async def test_every_provider_and_mode_forms_memories(env: dict, outside: Any, db: Any, memory_llm: Any,
                                                       provider: str, mode: str) -> None:
-    from proxy.services import open_services
-    from proxy.settings import load_settings
-    from proxy.worker import Worker
+    from memory_proxy.services import open_services
+    from memory_proxy.settings import load_settings
+    from memory_proxy.worker import Worker
 
     memory_llm.extract = facts_for
     settings = load_settings({**env, "MEMORY_LLM_PROVIDER": provider, "MEMORY_LLM_MODE": mode})

@@ -110,8 +110,8 @@ async def warm(client: httpx.AsyncClient, nodes: list[Node], user: str, tries: i
 async def seed(direct_url: str, users: list[str], count: int = FILLERS, relevant_to: str | None = None) -> None:
     """Store ``count`` memories for each user straight into the database, embedded as the fake embeds;
     with ``relevant_to``, five of them share its words (as benchmarks.relay's users)."""
-    from proxy.store.database import make_pool
-    from proxy.store.memories import add_or_find_memory
+    from memory_proxy.store.database import make_pool
+    from memory_proxy.store.memories import add_or_find_memory
 
     texts = [f"Filler fact {i}: enjoys hobby {i % 97} in city {i % 89} with pet {i % 83}." for i in range(count)]
     if relevant_to:

@@ -151,7 +151,7 @@ class Postgres:
             warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
             import pgserver
 
-        from proxy.store.embedded import ensure_runnable_pgvector
+        from memory_proxy.store.embedded import ensure_runnable_pgvector
 
         self.bin = Path(pgserver.__file__).parent / "pginstall" / "bin"
         ensure_runnable_pgvector(self.bin.parent)

@@ -28,13 +28,13 @@ from collections import Counter
 import httpx
 import numpy as np
 
-from proxy.memory.evidence import own_words
-from proxy.memory.extract import neutral
-from proxy.memory.llm import MemoryLLM
-from proxy.memory.local_embed import LocalEmbedder
-from proxy.memory.resolve import Answer
-from proxy.prompts import load_prompt
-from proxy.settings import MemoryLLMSettings
+from memory_proxy.memory.evidence import own_words
+from memory_proxy.memory.extract import neutral
+from memory_proxy.memory.llm import MemoryLLM
+from memory_proxy.memory.local_embed import LocalEmbedder
+from memory_proxy.memory.resolve import Answer
+from memory_proxy.prompts import load_prompt
+from memory_proxy.settings import MemoryLLMSettings
 
 from .scenarios import User, load_users, split_files
 

@@ -33,9 +33,9 @@ import httpx
 import psycopg
 from prometheus_client import REGISTRY
 
-from proxy.app import create_app
-from proxy.observability import configure_logging
-from proxy.settings import load_settings
+from memory_proxy.app import create_app
+from memory_proxy.observability import configure_logging
+from memory_proxy.settings import load_settings
 
 from .scenarios import Turn, User
 from .scripted import ScriptedChat, ScriptedMemoryLLM, serving

@@ -20,8 +20,8 @@ from typing import Any
 
 import uvicorn
 
-from proxy.memory.content import same_text_key
-from proxy.prompts import load_prompt
+from memory_proxy.memory.content import same_text_key
+from memory_proxy.prompts import load_prompt
 
 from ..fakes import free_port, read_body
 from .scenarios import Turn

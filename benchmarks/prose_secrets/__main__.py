@@ -1,4 +1,4 @@
-"""Score proxy.redact on the prose-secrets corpus: ``python -m benchmarks.prose_secrets --split test``.
+"""Score memory_proxy.redact on the prose-secrets corpus: ``python -m benchmarks.prose_secrets --split test``.
 
 Prints counts per language and the totals, never a row's text; ``--show-misses`` (dev only) adds the rows the
 detector got wrong, with its output.
@@ -23,7 +23,7 @@ def main(argv: list[str]) -> int:
     if args.show_misses and args.split != "dev":
         parser.error("--show-misses works on dev only: test is run for counts, never read case by case")
 
-    from proxy.redact import redact
+    from memory_proxy.redact import redact
 
     misses: list[tuple[Row, str]] = []
     counts = score(lambda text: redact(text).text, args.split, misses if args.show_misses else None)

@@ -3,8 +3,8 @@
 `python -m benchmarks.secrets_corpus.django_words` downloads Django's wheel from PyPI (pinned below) and reads
 the gettext catalogs of `django.contrib.auth` and `django.contrib.admin` (translated by Django's Transifex
 teams; BSD-3-Clause). It writes:
-- proxy/redact/password_words.json: every locale's translation of the msgids "password" and "Password" (lower-cased,
-  deduplicated), the words beside which proxy/redact/nearby.py looks for a stated password in any language;
+- memory_proxy/redact/password_words.json: every locale's translation of the msgids "password" and "Password" (lower-cased,
+  deduplicated), the words beside which memory_proxy/redact/nearby.py looks for a stated password in any language;
 - benchmarks/secrets_corpus/django_lookalikes.jsonl: every translation of a msgid that mentions a password
   ("Your password can't be entirely numeric.") and has no %-placeholder: real sentences about passwords, in
   every language, that must stay whole. Split like the rest of the corpus, by a hash decided before use.
@@ -59,7 +59,7 @@ def main() -> None:
                 words.add(msgstr.strip().lower())
             if "password" in msgid.lower() and "%" not in msgstr and "{" not in msgstr:
                 lookalikes.setdefault(msgstr.strip(), locale)
-    (ROOT / "proxy" / "redact" / "password_words.json").write_text(json.dumps({
+    (ROOT / "memory_proxy" / "redact" / "password_words.json").write_text(json.dumps({
         "source": f"{DJANGO}: django/contrib/auth/locale/*/LC_MESSAGES/django.po, the msgstr of msgid "
                   "'password' and 'Password' (BSD-3-Clause); built by benchmarks/secrets_corpus/django_words.py",
         "words": sorted(words)}, ensure_ascii=False, indent=0) + "\n", encoding="utf-8")

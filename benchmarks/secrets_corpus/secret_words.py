@@ -6,8 +6,8 @@ Downloads two wheels from PyPI (pinned below) and reads their translators' work:
   "Backup key", "Key", "Password", ...), 46 locales;
 - home-assistant-frontend (Apache-2.0): its UI translations for alarm panels and locks ("Code", "Unlock",
   "Disarm") and the device classes of doors, gates, garage doors and locks, 79 locales.
-It writes proxy/redact/secret_words.json: for each group, every locale's translation (lower-cased,
-deduplicated), the words after or before which proxy/redact/nearby.py looks for a secret's value.
+It writes memory_proxy/redact/secret_words.json: for each group, every locale's translation (lower-cased,
+deduplicated), the words after or before which memory_proxy/redact/nearby.py looks for a secret's value.
 Deterministic: the same wheels give a byte-identical file.
 """
 
@@ -76,7 +76,7 @@ def main() -> None:
                     for group, keys in FRONTEND_KEYS.items():
                         words[group].update(flat[k].strip().lower() for k in keys
                                             if flat.get(k) and not flat[k].startswith(REFERENCE))
-    (ROOT / "proxy" / "redact" / "secret_words.json").write_text(json.dumps({
+    (ROOT / "memory_proxy" / "redact" / "secret_words.json").write_text(json.dumps({
         "source": f"{ALLAUTH}: allauth/locale/*/LC_MESSAGES/django.po (MIT); {FRONTEND}: "
                   "hass_frontend/static/translations/*.json (Apache-2.0); the keys are in "
                   "benchmarks/secrets_corpus/secret_words.py, which built this file",

@@ -2,7 +2,7 @@
 -- makes PostgreSQL enforce it too, so that a query that forgets (or botches) its user filter still sees
 -- and writes only one user's rows.
 --
--- Scope: per transaction, set by proxy/store/scope.py with set_config(..., is_local => true):
+-- Scope: per transaction, set by memory_proxy/store/scope.py with set_config(..., is_local => true):
 --   memory_proxy.user_id   = the user     → that user's rows only (reads, and the rows a write creates)
 --   memory_proxy.all_users = 'on'         → every row: job claim and lease upkeep, gauges, operator
 --                                           commands, migrations (migrate() sets it for its session)

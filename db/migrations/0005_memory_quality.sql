@@ -13,7 +13,7 @@ ALTER TABLE vectors
     ADD COLUMN expires_at timestamptz,
     ADD COLUMN search_text tsvector GENERATED ALWAYS AS (to_tsvector('english', content)) STORED;
 CREATE INDEX vectors_search_text ON vectors USING gin (search_text);
--- The per-memory size limit (2 KB, proxy/memory/extract.py MAX_MEMORY_BYTES) holds for every path that
+-- The per-memory size limit (2 KB, memory_proxy/memory/extract.py MAX_MEMORY_BYTES) holds for every path that
 -- stores one; NOT VALID leaves any older, longer row alone.
 ALTER TABLE vectors ADD CONSTRAINT vectors_content_size CHECK (octet_length(content) <= 2048) NOT VALID;
 

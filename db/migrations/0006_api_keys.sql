@@ -1,4 +1,4 @@
--- 0006_api_keys: per-user API keys for the management API (proxy/store/keys.py, docs/MANAGEMENT.md).
+-- 0006_api_keys: per-user API keys for the management API (memory_proxy/store/keys.py, docs/MANAGEMENT.md).
 --
 -- A key is shown once, at creation; only its SHA-256 digest is stored. The secret is
 -- `mpk_<id>_<random>`: the id finds the row, the digest is then compared in constant time.

@@ -1,4 +1,4 @@
--- 0007_term_index: a per-user inverted index for the full-text arm (proxy/store/search.py), and the
+-- 0007_term_index: a per-user inverted index for the full-text arm (memory_proxy/store/search.py), and the
 -- always-on tier read from an index.
 --
 -- Until now the arm read every active link of the user whose tsvector matched any query word, newest

@@ -1,5 +1,5 @@
 -- 0008_memory_changed: tell every proxy when a user's memories change, so that the per-user index it
--- keeps in memory (proxy/memory/index.py) is dropped and read again: PostgreSQL stays the source of truth.
+-- keeps in memory (memory_proxy/memory/index.py) is dropped and read again: PostgreSQL stays the source of truth.
 --
 -- NOTIFY memory_changed, payload md5(user_id) (a fixed 32 characters: a user id longer than NOTIFY's
 -- 8,000-byte payload limit must never make a write fail). Delivered at commit, once per user and

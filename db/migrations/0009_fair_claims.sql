@@ -1,4 +1,4 @@
--- 0009_fair_claims: the indexes of the fair claim (proxy/store/jobs.py: claim). A worker takes only each
+-- 0009_fair_claims: the indexes of the fair claim (memory_proxy/store/jobs.py: claim). A worker takes only each
 -- user's oldest queued job, and none of a user with a job running: both are looked up per user here,
 -- so that a backlog of one user's thousand jobs costs a claim one index entry, not a sort of them all.
 

@@ -1,4 +1,4 @@
--- 0010_job_turn_id: a turn's job is written once, however often it is sent. The outbox (proxy/outbox.py)
+-- 0010_job_turn_id: a turn's job is written once, however often it is sent. The outbox (memory_proxy/outbox.py)
 -- holds a job whose write failed and writes it again later; when the write had committed and only its
 -- answer was lost (PostgreSQL or PgBouncer restarting at that moment: benchmarks.cluster saw it in 3 of 6
 -- fault runs), the second write made a second job of the same turn: a second memory-LLM call, and maybe a

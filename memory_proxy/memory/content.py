@@ -1,6 +1,6 @@
 """A memory's text: one rule for every way in (chat formation, the management API, the CLI).
 
-Whitespace is collapsed, secrets are redacted (proxy/redact/), and a text over MAX_MEMORY_BYTES of
+Whitespace is collapsed, secrets are redacted (memory_proxy/redact/), and a text over MAX_MEMORY_BYTES of
 UTF-8 is refused, never cut mid-meaning (the database enforces the same limit). Its size is checked before
 the secret scan, whose cost grows with the text: an oversized text is refused unread. Formation is stricter:
 a fact that held a secret is dropped whole, since "User's API key is [REDACTED]" is worth nothing.

@@ -1,5 +1,5 @@
 """Credentials by their vendor's format, by our own patterns and detect-secrets' plugins: what the maintained
-rule sets (proxy/leaks.py, proxy/kingfisher.py) miss or match too narrowly in chat text.
+rule sets (memory_proxy/leaks.py, memory_proxy/kingfisher.py) miss or match too narrowly in chat text.
 
 Library: three plugins of Yelp's detect-secrets (pure Python, offline, maintained; see _LIBRARY). Only their
 `analyze_string` is used, so nothing is ever verified over the network.

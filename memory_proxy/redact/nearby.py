@@ -1,4 +1,4 @@
-"""A secret stated in a sentence in any language: a word that names it (proxy/redact/words.py, from maintained
+"""A secret stated in a sentence in any language: a word that names it (memory_proxy/redact/words.py, from maintained
 translations) and a value of the right shape on either side of it in the same sentence ("lösenordet är
 Sommar2024!", "Praha1348! je heslo k mailu", "kode pintu kos 4472", "1476 is de sim pin", "код від під'їзду 2719").
 

@@ -10,7 +10,7 @@ from pgvector.psycopg import register_vector_async
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
-from proxy.resources import resource_dir
+from memory_proxy.resources import resource_dir
 
 MIGRATIONS_DIR = resource_dir("db/migrations")
 _MIGRATION_LOCK = 7_224_801  # pg_advisory_lock key: one migrator at a time across processes

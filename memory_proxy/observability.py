@@ -70,7 +70,7 @@ FAIL_OPEN = Counter(
 )
 BREAKER_OPEN = Gauge(
     "memory_proxy_breaker_open",
-    "1 while a part of the memory side is skipped after repeated failures (proxy/breaker.py), by part: database "
+    "1 while a part of the memory side is skipped after repeated failures (memory_proxy/breaker.py), by part: database "
     "(turns relayed without memory), embedder (the most recent memories instead of a search); else 0.",
     ["part"],
 )
@@ -149,7 +149,7 @@ PROVENANCE_CHECKS = Counter(
 LLM_TOKENS = Counter("memory_proxy_llm_tokens_total", "Memory-LLM tokens by purpose and kind (prompt, completion).",
                      ["purpose", "kind"])
 SCANS = Counter("memory_proxy_secret_scans_total",
-                "Secret scans and formation's reading of a turn and checks of its facts, run off the event loop (proxy/scanner.py), by where (thread: a small "
+                "Secret scans and formation's reading of a turn and checks of its facts, run off the event loop (memory_proxy/scanner.py), by where (thread: a small "
                 "text; process: a worker process) and outcome (ok; failed; timeout: past SECRET_SCAN_TIMEOUT, its "
                 "text not kept).", ["where", "outcome"])
 SCAN_SECONDS = Histogram("memory_proxy_secret_scan_seconds",
@@ -184,7 +184,7 @@ def configure_logging(level: str = "info", fmt: str = "json", *, user_ids: str =
     job its `job_id`. A `user_id` field is logged as `user_ref(id, LOG_USER_ID_KEY)` unless `user_ids` is
     "raw": logs travel further than the database (collectors, tickets), and a pseudonym still lets an
     operator follow one user. With `memory_text` false no line holds the text of a fact, a turn or a model
-    reply, ours or a library's (proxy/log_text.py)."""
+    reply, ours or a library's (memory_proxy/log_text.py)."""
     level_no = getattr(logging, level.upper())
     renderer = (structlog.processors.JSONRenderer() if fmt == "json"
                 else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty()))

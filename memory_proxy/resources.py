@@ -1,5 +1,5 @@
 """Where the prompts and migrations live: beside the package in a checkout (top-level `prompts/`,
-`db/migrations/`), inside it in an installed wheel (`proxy/_bundled/…`, see pyproject.toml)."""
+`db/migrations/`), inside it in an installed wheel (`memory_proxy/_bundled/…`, see pyproject.toml)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ one_time_code, recovery_code, door_code, security_answer, and secret (a random-l
 key/token/secret/credentials word).
 
 Where the detectors are, by job:
-- credentials of 300+ services: maintained rule sets (proxy/leaks.py, Betterleaks; proxy/kingfisher.py);
+- credentials of 300+ services: maintained rule sets (memory_proxy/leaks.py, Betterleaks; memory_proxy/kingfisher.py);
 - vendor formats they miss in chat text, and a random value after a key word: vendor.py (ours, detect-secrets);
 - values whose format has a checksum (cards, IBANs, BIP-39 seed phrases): checksummed.py;
 - lists of recovery codes, keys in equal groups, a password after an e-mail address, by layout: shapes.py;

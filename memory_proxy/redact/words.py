@@ -1,4 +1,4 @@
-"""The words that name a secret, by group: what proxy/redact/nearby.py looks for a value beside.
+"""The words that name a secret, by group: what memory_proxy/redact/nearby.py looks for a value beside.
 
 From maintained translations, each built by a script under benchmarks/secrets_corpus/ that says where from:
 - password_words.json: Django's translations of "password" (80+ locales);

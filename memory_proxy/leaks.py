@@ -5,7 +5,7 @@ Why this one: measured on the rule sets' published test cases (benchmarks/secret
 it caught 97 % of the frozen test split against 62 % for our own patterns and detect-secrets, and it is kept
 up to date for new providers by people whose job that is.
 
-`proxy/betterleaks.toml` is the rule set the installed engine ships (v1.6.1, MIT, `betterleaks.LICENSE`;
+`memory_proxy/betterleaks.toml` is the rule set the installed engine ships (v1.6.1, MIT, `betterleaks.LICENSE`;
 tests/test_leaks.py checks it is byte for byte the one inside the library). Run whole, the engine compiles all
 325 rules on every call (~10 ms of CPU per text). So, as gitleaks does inside one scan, a rule runs only when
 one of its keywords occurs in the text (lower-cased): a scan compiles the few rules a text can match (plus the
@@ -105,12 +105,12 @@ def _rules_for(text: str) -> frozenset[str]:
 _KINDS = (("private-key", "private_key"), ("jwt", "jwt"), ("password", "password"), ("aws-", "aws_key"),
           ("github-", "github_token"), ("gitlab-", "gitlab_token"), ("slack-", "slack_token"),
           ("discord-", "discord_token"), ("telegram-", "telegram_token"),
-          ("generic-", "secret"))  # a random value after a key word, no vendor named (as proxy.redact's "secret")
+          ("generic-", "secret"))  # a random value after a key word, no vendor named (as memory_proxy.redact's "secret")
 
 
 def kind_of(rule_id: str) -> str:
-    """Our kinds (proxy.redact's list), so that metrics keep a handful of labels: the rule id's family, or
-    api_key. Kingfisher's rule ids (proxy/kingfisher.py) are named the same way."""
+    """Our kinds (memory_proxy.redact's list), so that metrics keep a handful of labels: the rule id's family, or
+    api_key. Kingfisher's rule ids (memory_proxy/kingfisher.py) are named the same way."""
     return next((kind for part, kind in _KINDS if part in rule_id), "api_key")
 
 
@@ -148,7 +148,7 @@ def _leaked_in(text: str) -> list[tuple[str, str]]:
 
 
 def narrowed(secret: str, kind: str) -> tuple[str, str]:
-    """A connection string loses only its password, as in proxy.redact ("postgres://app:[REDACTED]@db/app")."""
+    """A connection string loses only its password, as in memory_proxy.redact ("postgres://app:[REDACTED]@db/app")."""
     if "://" in secret and "@" in secret:
         with suppress(ValueError):
             password = urlsplit(secret).password

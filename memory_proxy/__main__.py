@@ -1,4 +1,4 @@
-"""`python -m proxy`: the `memory-proxy` command (proxy/cli)."""
+"""`python -m memory_proxy`: the `memory-proxy` command (memory_proxy/cli)."""
 
 from .cli import main
 

@@ -17,7 +17,7 @@ trusted with (provenance, secrets, grounding, size, duplicates, the flip-flop ru
    the size limits, and is grounded (memory/evidence.grounding): its names and numbers come from the
    user's words (this message or their earlier ones in the chat) or the turn's date, not from the
    assistant's words or the prompt's examples. Each one left out is logged with its reason. These checks
-   run in a worker process with a deadline (proxy/scanner.py), never on the event loop.
+   run in a worker process with a deadline (memory_proxy/scanner.py), never on the event loop.
 5. Each kept fact that is not an exact duplicate is compared with its nearest memories by the model
    (memory/resolve.relate); a replace, refine or ignore is acted on only once the model confirms it for
    that pair (memory/resolve.confirmed), else the fact is added. Facts that expire sooner never retire longer-lived
@@ -95,7 +95,7 @@ def users_words(payload: dict[str, Any]) -> tuple[OwnWords, bool, list[str]]:
 
 async def form(turn: Turn, *, pool: AsyncConnectionPool, embedder: Embedder, llm: MemoryLLM, scanner: Scanner,
                settings: FormationSettings) -> Formation:
-    # In a worker process (proxy/scanner.py), as all the pure work that grows with what the user wrote.
+    # In a worker process (memory_proxy/scanner.py), as all the pure work that grows with what the user wrote.
     said, trivial, earlier = await scanner.run(users_words, turn.payload)
     formation = Formation()
     if not said.text or (settings.skip_trivial and trivial):
@@ -121,7 +121,7 @@ async def form(turn: Turn, *, pool: AsyncConnectionPool, embedder: Embedder, llm
     context = turn.payload.get("context", [])
     elsewhere = "\n".join([*(line for line in context if not line.startswith("user: ")), _example_facts()])
     known = [str(m.get("content", "")) for m in turn.payload.get("retrieved", []) if isinstance(m, dict)]
-    # In a worker process with a deadline (proxy/scanner.py): a reply's facts are scanned for secrets and
+    # In a worker process with a deadline (memory_proxy/scanner.py): a reply's facts are scanned for secrets and
     # checked against the user's words, work that grows with what the model wrote. ScanFailed: retried.
     kept, dropped = await scanner.run(kept_facts, extraction.facts, said, earlier, elsewhere, turn.said_at, known)
     formation.dropped += dropped

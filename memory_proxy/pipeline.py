@@ -211,7 +211,7 @@ async def enqueue_formation(services: Services, user_id: str, payload: dict[str,
                             assistant_reply: str) -> None:
     """Hand the formation job to the outbox: written now, or held until the database is back."""
     # Redacted here, so that neither the job table nor the memory LLM ever sees a secret; off the event loop
-    # (a long turn in a worker process: proxy/scanner.py). A text that could not be scanned in time is not
+    # (a long turn in a worker process: memory_proxy/scanner.py). A text that could not be scanned in time is not
     # kept: the turn's job is dropped (counted), never stored unchecked.
     try:
         redacted = await services.scanner.redact_strings(
@@ -286,7 +286,7 @@ def encode_json(value: Any) -> bytes:
 
 async def relay_models(services: Services, headers: Mapping[str, str]) -> Response[bytes]:
     """`GET /v1/models`, relayed with the upstream's key; the last good list when the upstream is late or down
-    (proxy/models_cache.py)."""
+    (memory_proxy/models_cache.py)."""
     async def fetch() -> ModelList:
         response, reply_body = await services.upstream.open("GET", "/models", headers)
         reply_headers = relayed_headers(response)

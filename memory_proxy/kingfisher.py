@@ -2,9 +2,9 @@
 Apache-2.0), its bundled catalog run by its own engine (Rust and Vectorscan, in-process; nothing is verified
 over the network: only `Scanner.scan` is called, never its validator).
 
-Why beside Betterleaks (proxy/leaks.py): its catalog is a newer cut of the Betterleaks rules plus Google's
+Why beside Betterleaks (memory_proxy/leaks.py): its catalog is a newer cut of the Betterleaks rules plus Google's
 Veles detectors (OpenRouter, Postman, Packagist, Deno, HCP, ...), kept current by the Kingfisher team. On the
-dev split of benchmarks/secrets_corpus it catches 12 credentials the rest of proxy.redact misses (PostHog,
+dev split of benchmarks/secrets_corpus it catches 12 credentials the rest of memory_proxy.redact misses (PostHog,
 OneSignal, Docker Swarm, Brevo, DevCycle, Mercury, Persona, Highnote) and changes no look-alike line.
 
 Cost: its engine matches every rule at once (Vectorscan prefilters on their literals), so there is no

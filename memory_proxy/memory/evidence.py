@@ -64,7 +64,7 @@ _MACHINE_ADDRESSED = re.compile(r"""(?ix)
   | \b(new|updated)\s+(memory|memories|instructions?|system\s+prompt)\b
   | \bthe\s+user(['’]s|\s+(is|has|wants|prefers|likes|lives|works|asked|would|authori[sz]ed|must|should))\b
 """)
-_REDACTED = re.compile(r"\[REDACTED: \w+\]")  # proxy/redact's placeholder: the sentence was about a secret
+_REDACTED = re.compile(r"\[REDACTED: \w+\]")  # memory_proxy/redact's placeholder: the sentence was about a secret
 _OMITTED = " […] "
 _SELF = frozenset({"user", "user's", "i"})  # a fact's subject, not a name
 # English calendar words a fact may use for a date resolved from the turn's day ("User starts on Monday").

@@ -6,7 +6,7 @@
   (memory/rank.py). Skipped for contentless messages ("ok", "thanks": selective retrieval). When the
   user has five or fewer memories, all of them, newest first (no search can beat "all"; seed 004); when
   the embedder fails or is slow, the most recent memories instead (seed 004's fallback) — and, once it has
-  failed repeatedly, without asking it for a while (the embedder's breaker, proxy/breaker.py: a hung
+  failed repeatedly, without asking it for a while (the embedder's breaker, memory_proxy/breaker.py: a hung
   embedder then costs a turn milliseconds, not its embedding share of the budget).
 
 The query is embedded first, then both tiers and the search candidates are read at once: from the user's

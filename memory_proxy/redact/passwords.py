@@ -9,7 +9,7 @@ go whole ("my password is correct horse battery staple": a stop word may lead). 
 about passwords ("pass", Spanish "clave") the value must look like one (6+ characters with a digit, a symbol
 or an inner capital: "my bus pass is valid" stays); so must the password of a user/password pair ("login
 alice / hunter2": letters and a digit or symbol). Passphrases and seed phrases lose the rest of the clause.
-Other languages: proxy/redact/nearby.py, by the words of maintained translations.
+Other languages: memory_proxy/redact/nearby.py, by the words of maintained translations.
 """
 
 from __future__ import annotations

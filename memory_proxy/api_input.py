@@ -1,8 +1,8 @@
-"""What the management API (proxy/api.py) accepts: bodies, parameters, cursors, and their sizes.
+"""What the management API (memory_proxy/api.py) accepts: bodies, parameters, cursors, and their sizes.
 
 Everything is bounded before anything costly reads it: a body over MAX_BODY_BYTES is refused (413) before it
 is read, a path or query value over MAX_PARAMETER_CHARS and a reason over MAX_REASON_CHARS are a 400, and a
-memory's size is checked before its secret scan, which runs off the event loop (proxy/scanner.py).
+memory's size is checked before its secret scan, which runs off the event loop (memory_proxy/scanner.py).
 """
 
 from __future__ import annotations

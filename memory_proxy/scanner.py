@@ -4,7 +4,7 @@ holds it (or holds the GIL) for a second stalls every chat turn and /healthz for
 Where the work runs, by size:
 - A small bounded text (at most SMALL_TEXT_CHARS: a memory, a fact, an audit reason) is redacted in a thread.
   The rule set's engine is Go called through `ctypes.CDLL`, which releases the GIL for the call (at most
-  leaks.ENGINE_CALLS at once); the Python rules of proxy/redact/ hold it for ~5 ms at most on 2 KB.
+  leaks.ENGINE_CALLS at once); the Python rules of memory_proxy/redact/ hold it for ~5 ms at most on 2 KB.
 - Anything larger (a chat turn's formation job), and the check of a memory-LLM reply's facts (redaction and
   grounding), runs in a worker process with a deadline (SECRET_SCAN_TIMEOUT): a task past it is stopped
   with its process, and the caller gets ScanFailed, so the text is not kept (fail closed).
@@ -48,7 +48,7 @@ _limiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anyio.CapacityLi
 SMALL_SCAN_TIMEOUT_S = 10.0  # a small text's scan (the engine stops itself at leaks.SCAN_TIMEOUT_S)
 WORKER_NICE = 10
 # What a worker process needs imported before its first task: forked from the forkserver with them loaded.
-WORKER_MODULES = ["proxy.redact", "proxy.memory.formation"]
+WORKER_MODULES = ["memory_proxy.redact", "memory_proxy.memory.formation"]
 
 
 async def redact_small(text: str) -> Redaction:
