@@ -27,8 +27,8 @@ from pathlib import Path
 
 import psutil
 
-from .fakes import free_port, stop_process, wait_http
-from .fakes import start_fake as _start_fake_process
+from memory_proxy.testing.asgi import free_port, stop_process, wait_http
+from memory_proxy.testing.upstream import start_fake as _start_fake_process
 
 ROOT = Path(__file__).resolve().parent.parent
 PROXY_BIN = ROOT / ".venv" / "bin" / "memory-proxy"

@@ -33,8 +33,8 @@ from memory_proxy.services import open_services
 from memory_proxy.settings import Settings, load_settings
 from memory_proxy.store.database import make_pool, migrate
 from memory_proxy.store.embedded import start_server
+from memory_proxy.testing.memory_llm import FakeMemoryLLM
 from memory_proxy.worker import Worker
-from tests.fake_llm import FakeMemoryLLM
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -15,7 +15,8 @@ from typing import Any, cast
 import httpx
 from psycopg.conninfo import conninfo_to_dict
 
-from ..fakes import free_port
+from memory_proxy.testing.asgi import free_port
+
 from ..loadgen import LoadResult, percentile, run_load_async, summarise
 from ..relay import BODY
 from .client import (

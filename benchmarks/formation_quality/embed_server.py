@@ -32,8 +32,15 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from memory_proxy.memory.local_embed import DIMENSIONS, MAX_TOKENS, MODEL_NAME, TOKENIZER_PATH, LocalEmbedder
-
-from ..fakes import error_body, free_port, lifespan, read_body, reply, stop_process, wait_http
+from memory_proxy.testing.asgi import (
+    error_body,
+    free_port,
+    lifespan,
+    read_body,
+    reply,
+    stop_process,
+    wait_http,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
