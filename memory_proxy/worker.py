@@ -25,6 +25,7 @@ from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from .errors import MemoryUnavailable
+from .job_payload import FormationPayload
 from .memory.embed import Embedder
 from .memory.formation import Formation, Turn, form
 from .memory.llm import WAITING, MemoryLLM
@@ -139,7 +140,8 @@ class Worker:
         context = {"job_id": job.id, "user_id": job.user_id, "attempt": job.attempts,
                    "input_message_length": len(job.payload.get("user_message", ""))}
         try:
-            formation = await form(Turn(job.user_id, job.said_at, job.payload), pool=self.pool,
+            payload = FormationPayload.from_json(job.payload)
+            formation = await form(Turn(job.user_id, job.said_at, payload), pool=self.pool,
                                    embedder=self.embedder, llm=self.llm, scanner=self.scanner,
                                    settings=self.settings)
             async with self.pool.connection() as conn, user_scope(conn, job.user_id):
