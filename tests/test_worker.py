@@ -158,7 +158,7 @@ async def test_database_down_mid_run_chat_goes_on_and_the_job_is_written_when_it
     assert (await client.get("/readyz")).status_code == 200
 
 
-# ---------------------------------------------------------------- the seed 001 §6.2 flow
+# ---------------------------------------------------------------- learn, replace, retrieve
 
 async def test_learn_replace_and_retrieve(client: Any, outside: Any, db: Any, worker: Any, memory_llm: Any) -> None:
     memory_llm.extract = facts_for  # no `replaces` pointer: the user's "switched from Bun" is enough
@@ -324,7 +324,7 @@ async def test_a_failing_memory_llm_is_retried_then_dead_and_chat_is_unaffected(
 
 async def test_a_busy_memory_llm_server_is_queueing_not_failure(
         env: dict, client: Any, db: Any, memory_llm: Any) -> None:
-    """Issue 26: a local server shared with chat answers formation late. A call that times out gives the job its
+    """A local server shared with chat answers formation late. A call that times out gives the job its
     attempt back and a backoff that grows with the job's age (10 s at first), never a dead job while it is young."""
     from memory_proxy.services import open_services
     from memory_proxy.settings import load_settings

@@ -124,8 +124,8 @@ async def complete(conn: AsyncConnection[Any], *, job_id: int, worker_id: str) -
     if row is None:
         return False
     # Round robin: the user's next job queues behind every job waiting now. Claims take the heads with the
-    # oldest run_after, so without this a user with a backlog kept winning a slot it just freed against a
-    # newer user's job, once as many users with backlogs as slots held them all (benchmarks.flood: 60 s).
+    # oldest run_after, so without this a user with a backlog would win every slot it frees against a newer
+    # user's job whenever as many users with backlogs as slots hold them all (benchmarks.flood measures it).
     await conn.execute(
         "UPDATE memory_jobs SET run_after = greatest(run_after, clock_timestamp())"
         " WHERE id = (SELECT min(id) FROM memory_jobs WHERE user_id = %s AND status = 'queued')", [row[0]])
