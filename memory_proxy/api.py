@@ -91,21 +91,21 @@ def _only(identity: str, named: str | None) -> str:
 
 # ---------------------------------------------------------------- input
 
-def _attributes(services: NamedDependency[Services], memory_type: str, stated_at: datetime, old: dict[str, Any] | None = None
+def _attributes(services: Services, memory_type: str, stated_at: datetime, old: dict[str, Any] | None = None
                 ) -> FactAttributes:
     return FactAttributes(memory_type=memory_type, importance=(old or {}).get("importance"),
                           confidence=(old or {}).get("confidence"),
                           expires_at=services.settings.formation.expiry(memory_type, stated_at))
 
 
-async def _embed(services: NamedDependency[Services], content: str, stated_at: datetime) -> list[float]:
+async def _embed(services: Services, content: str, stated_at: datetime) -> list[float]:
     try:
         return await embed_one(services.embedder, embedding_text(content, stated_at))
     except MemoryUnavailable as exc:
         raise Unavailable(f"the embedder failed: {exc}") from exc
 
 
-async def _memory_or_404(services: NamedDependency[Services], user_id: str, memory_id: str, *, active: bool = True) -> dict[str, Any]:
+async def _memory_or_404(services: Services, user_id: str, memory_id: str, *, active: bool = True) -> dict[str, Any]:
     async with services.pool.connection() as conn:
         found = await manage.get_memory(conn, user_id, memory_id)
     if found is None or (active and not found["active"]):
@@ -223,7 +223,7 @@ async def edit_memory(services: NamedDependency[Services], user_id: NamedDepende
     return await _memory_or_404(services, user_id, current)
 
 
-async def _pin(services: NamedDependency[Services], user_id: str, memory_id: str, pinned: bool) -> dict[str, Any]:
+async def _pin(services: Services, user_id: str, memory_id: str, pinned: bool) -> dict[str, Any]:
     async with services.pool.connection() as conn:
         if not await memories.set_pinned(conn, user_id, memory_id, pinned):
             raise NotFound(f"no active memory {memory_id!r} for this user", param="id")
