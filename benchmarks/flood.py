@@ -11,7 +11,7 @@ Setup. `memory-proxy serve` (WORKER_IN_PROCESS=true, the README's default: the f
 the serving process, WORKER_CONCURRENCY 4 unless `--concurrency`) on a fresh data dir, so it starts its
 own embedded PostgreSQL (pgserver) as its child; proxy, PostgreSQL and the fake upstream are pinned to
 core 1, this load generator to core 0 (benchmarks.servers). Upstream, embedder and memory LLM are the fake of
-benchmarks.fakes (streamed replies without delay between chunks; JSON mode memory LLM). Every
+memory_proxy.testing.upstream (streamed replies without delay between chunks; JSON mode memory LLM). Every
 memory-LLM *extraction* call is answered after `--job-ms` (the fake's `--llm-delay-ms`), so that the
 model time of a job is fixed and known; the rest of a job (embedding, neighbour search, the fake's
 instant but unreadable `relate` answer and instructor's re-ask, the write transaction) is whatever it
@@ -70,8 +70,10 @@ from typing import Any
 import httpx
 import psycopg
 
+from memory_proxy.testing.asgi import free_port
+from memory_proxy.testing.upstream import start_fake
+
 from . import servers
-from .fakes import free_port, start_fake
 
 LEASE_S = 120.0
 FORMATION_ENV = {"MEMORY_LLM_PROVIDER": "openai", "MEMORY_LLM_MODE": "json", "LOG_LEVEL": "info",

@@ -51,7 +51,8 @@ case; p50/p95/p99 in ms; a case stops early after ``--case-seconds`` (at least 2
 "queries" column says how many were measured). Recall@10 is against the
 exact answer computed in numpy from the float32 vectors (same ``min_score``). One query per case is
 run under EXPLAIN (ANALYZE, BUFFERS): the table shows its shared buffers touched and the indexes used;
-the plans are saved to /tmp/retrieval_plans.txt. Results go to stdout and /tmp/retrieval_results.md.
+the plans are saved to OUT/retrieval_plans.txt. Results go to stdout and OUT/retrieval_results.md (`--out`,
+default out/, git-ignored).
 """
 
 from __future__ import annotations
@@ -90,8 +91,7 @@ COARSE, FINE = 64, 4096
 QUERY_NOISE = 0.5
 TOP_K = 10
 MIN_SCORES = (-1.0, 0.8)
-RESULTS = Path("/tmp/retrieval_results.md")
-PLANS = Path("/tmp/retrieval_plans.txt")
+OUT = Path(__file__).resolve().parents[1] / "out"  # git-ignored
 
 # For a 2-core / 24 GB box (ALTER SYSTEM, then a restart for shared_buffers / wal_level).
 SETTINGS = {
@@ -636,7 +636,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--case-seconds", type=float, default=40.0,
                     help="stop a case after this long (at least 20 queries), for the very slow plans")
     ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--tmp", default="/tmp")
+    ap.add_argument("--tmp", default=tempfile.gettempdir(), help="where the temporary database lives")
+    ap.add_argument("--out", type=Path, default=OUT, help=f"where the report and the plans go (default: {OUT})")
     args = ap.parse_args(argv)
     sizes = [int(s) for s in (args.sizes or ("30000" if args.quick else "100000,1000000")).split(",")]
     args.queries = args.queries or (30 if args.quick else 200)
@@ -646,15 +647,17 @@ def main(argv: list[str] | None = None) -> None:
               f"{args.warmup} warm-up. Settings: "
               + ", ".join(f"{k}={v}" for k, v in SETTINGS.items()), ""]
     plans_log: list[str] = []
+    args.out.mkdir(parents=True, exist_ok=True)
+    results, plans = args.out / "retrieval_results.md", args.out / "retrieval_plans.txt"
     hnsw_rate: dict[str, float] = {}
     try:
         for n in sizes:
             run_size(n, args, hnsw_rate, report, plans_log)
-            RESULTS.write_text("\n".join(report) + "\n")
-            PLANS.write_text("\n".join(plans_log))
+            results.write_text("\n".join(report) + "\n")
+            plans.write_text("\n".join(plans_log))
     finally:
-        RESULTS.write_text("\n".join(report) + "\n")
-        PLANS.write_text("\n".join(plans_log))
+        results.write_text("\n".join(report) + "\n")
+        plans.write_text("\n".join(plans_log))
     print("\n".join(report))
 
 

@@ -3,7 +3,7 @@
 Secrets: benchmarks/secrets_corpus/secrets.jsonl, the test cases a maintained rule set (Betterleaks) publishes
 for each of its rules. Look-alikes that must stay, by source:
 - `betterleaks`: the same rule set's published false positives (credential-shaped on purpose);
-- `django`: Django's translated messages about passwords, in 90 locales (secrets_corpus/django_words.py);
+- `django`: Django's translated messages about passwords, in 90 locales (tools/django_words.py);
 - `technical`: git hashes, UUIDs, digests, versions, phone and product numbers from public sources
   (benchmarks/lookalike_corpus/, when built).
 Detectors, side by side on the same lines:

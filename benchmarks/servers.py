@@ -5,7 +5,7 @@ core 0. Each ``start_*`` returns a ``Server`` (its chat URL, the headers a clien
 processes to stop and to bill CPU to); ``Server.stop()`` ends only what it started.
 
 - ``start_fake``: the fake upstream itself (case a, "direct": the floor).
-- ``start_memory_proxy``: ``memory-proxy serve`` from /work/main/.venv on a fresh data dir (its
+- ``start_memory_proxy``: ``memory-proxy serve`` from the project's .venv on a fresh data dir (its
   embedded PostgreSQL starts itself), upstream and embeddings pointed at the fake; ready on /readyz.
 - ``start_litellm``: LiteLLM proxy (``LITELLM_VERSION``) from its own venv, ``benchmarks/.venv-litellm``
   (never the project's venv: its pins would break ours), offline cost map, model ``fake-model`` routed
@@ -27,8 +27,8 @@ from pathlib import Path
 
 import psutil
 
-from .fakes import free_port, stop_process, wait_http
-from .fakes import start_fake as _start_fake_process
+from memory_proxy.testing.asgi import free_port, stop_process, wait_http
+from memory_proxy.testing.upstream import start_fake as _start_fake_process
 
 ROOT = Path(__file__).resolve().parent.parent
 PROXY_BIN = ROOT / ".venv" / "bin" / "memory-proxy"

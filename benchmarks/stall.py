@@ -6,7 +6,7 @@ each of the worst inputs we know runs.
 
 Setup. `memory-proxy serve` (WORKER_IN_PROCESS=true, the default: formation runs in the serving process)
 on a fresh data dir with its own embedded PostgreSQL, upstream, embedder and memory LLM the fake of
-benchmarks.fakes; proxy, PostgreSQL and fake pinned to `--core` (default 1, as benchmarks.servers does:
+memory_proxy.testing.upstream; proxy, PostgreSQL and fake pinned to `--core` (default 1, as benchmarks.servers does:
 the proxy's secret-scan worker processes inherit it, so they share that core with the event loop), this
 load generator on the other.
 
@@ -44,8 +44,9 @@ from dataclasses import dataclass, field
 import httpx
 import psycopg
 
+from memory_proxy.testing.upstream import MANY_FACTS
+
 from . import servers
-from .fakes import MANY_FACTS
 from .flood import conninfo
 
 PROBE_USER = "probe-user"

@@ -33,12 +33,18 @@ from memory_proxy.services import open_services
 from memory_proxy.settings import Settings, load_settings
 from memory_proxy.store.database import make_pool, migrate
 from memory_proxy.store.embedded import start_server
+from memory_proxy.testing.memory_llm import FakeMemoryLLM
 from memory_proxy.worker import Worker
-from tests.fake_llm import FakeMemoryLLM
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"
 DASHBOARD = ROOT / "grafana" / "dashboards" / "memory-proxy.json"
+# Data the benchmarks measure on, read by tests too (by path: no test imports the benchmarks' code)
+SCENARIOS = ROOT / "benchmarks" / "formation_quality"  # users.toml, holdout.toml, dev/, test/: the scripted users
+SECRETS_CORPUS = ROOT / "benchmarks" / "secrets_corpus"  # built by tools/secrets_corpus.py, tools/django_words.py
+LOOKALIKE_CORPUS = ROOT / "benchmarks" / "lookalike_corpus"  # built by tools/lookalike_corpus.py
+PROSE_SECRETS = ROOT / "benchmarks" / "prose_secrets"  # dev.jsonl, test.jsonl
+LOCOMO = ROOT / "benchmarks" / "locomo" / "locomo10.json"
 UPSTREAM = "http://upstream.test/v1"
 EMBEDDINGS = "http://embed.test/v1"
 MEMORY_LLM = "http://llm.test/v1"

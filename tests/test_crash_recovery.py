@@ -16,8 +16,8 @@ import psycopg
 import pytest
 import uvicorn
 
+from memory_proxy.testing.memory_llm import FakeMemoryLLM, asgi_app
 from tests.conftest import BUN, BUN_MSG, PROXY_KEY, embeddings_reply, free_port, wait_ready
-from tests.fake_llm import FakeMemoryLLM, asgi_app
 
 USERS = [f"user-{i}" for i in range(6)]
 

@@ -97,8 +97,14 @@ def test_the_prompt_examples_are_nowhere_in_the_benchmark_users() -> None:
     """A copied example is dropped by the grounding guard only if no user said those names: keep the
     examples' names and places away from the scripted users (the dev split; the test split's writers
     never saw the prompt)."""
-    from benchmarks.formation_quality.scenarios import load_users, split_files
+    import tomllib
 
-    said = " ".join(t.user for u in load_users(split_files("all")) for t in [*u.turns, u.probe]).lower()
+    from tests.conftest import SCENARIOS
+
+    files = [SCENARIOS / "users.toml", SCENARIOS / "holdout.toml", *sorted(SCENARIOS.glob("dev/*.toml")),
+             *sorted(SCENARIOS.glob("test/*.toml"))]
+    users = [user for file in files for user in tomllib.loads(file.read_text(encoding="utf-8"))["user"]]
+    assert len(users) >= 240
+    said = " ".join(turn["user"] for u in users for turn in [*u["turn"], u["probe"]]).lower()
     for made_up in ("ximena", "oporto", "brightloom", "orvel", "pinecrest"):
         assert made_up not in said

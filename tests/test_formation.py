@@ -1,7 +1,8 @@
 """Formation end to end (memory/formation.py and the guards it calls), on the benchmark's development users.
 
 Users go through the real HTTP path of a running proxy (chat turn, tee, outbox, job, worker, management
-API, the probe's injection) with a scripted memory LLM:
+API, the probe's injection) with a scripted memory LLM, by the formation-quality benchmark run as a command
+on the test's database (`python -m benchmarks.formation_quality`, which writes each user's verdict):
 
 - the **oracle** answers every formation call with the turn's ideal answer: a perfect model. Every
   development user must end right: nothing deterministic may stand between a right answer and the store
@@ -11,34 +12,45 @@ API, the probe's injection) with a scripted memory LLM:
   it was never shown, writes a secret. The CI users must still end right.
 """
 
+import json
+import os
+import subprocess
+import sys
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from benchmarks.formation_quality.proxy_runner import run_proxy
-from benchmarks.formation_quality.scenarios import load_users, split_files
-from benchmarks.formation_quality.score import judge
 from memory_proxy.job_payload import FormationPayload, Retrieved
 from memory_proxy.store import jobs
-from tests.conftest import CHAT, USER_A, add_memory, chat_body, metric, user_headers
+from tests.conftest import CHAT, ROOT, USER_A, add_memory, chat_body, metric, user_headers
 from tests.test_worker import links
 
 
-async def test_a_perfect_model_gets_every_development_user_right(database_url: str) -> None:
-    users = load_users(split_files("dev"))
-    assert len(users) >= 140 and len({u.lang for u in users}) >= 9 and sum(u.openwebui for u in users) >= 20
-    result = await run_proxy(users, llm_base_url=None, database_url=database_url, oracle=True)
-    verdicts = [judge(user, outcome) for user, outcome in zip(users, result["users"], strict=True)]
-    assert {v.user: v.failures for v in verdicts if not v.passed} == {}
+def formation_benchmark(database_url: str, out: Path, *options: str) -> list[dict[str, Any]]:
+    """Run the formation-quality benchmark on `database_url`; every user with its verdict (`failures`)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    run = subprocess.run([sys.executable, "-m", "benchmarks.formation_quality", *options, "--database-url",
+                          database_url, "--out", str(out)], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=1800)
+    assert run.returncode == 0, run.stderr[-4000:]
+    verdicts: list[dict[str, Any]] = json.loads((out / "verdicts.json").read_text())["memory-proxy"]
+    return verdicts
 
 
-async def test_the_guards_hold_whatever_the_scripted_model_says(database_url: str) -> None:
-    users = load_users(ci=True)
-    assert len(users) >= 15 and len({u.category for u in users}) >= 10
-    result = await run_proxy(users, llm_base_url=None, database_url=database_url)
-    verdicts = [judge(user, outcome) for user, outcome in zip(users, result["users"], strict=True)]
-    assert {v.user: v.failures for v in verdicts if not v.passed} == {}
+def test_a_perfect_model_gets_every_development_user_right(database_url: str, tmp_path: Path) -> None:
+    users = formation_benchmark(database_url, tmp_path, "--llm", "oracle", "--split", "dev")
+    assert len(users) >= 140 and len({u["lang"] for u in users}) >= 9 and sum(u["openwebui"] for u in users) >= 20
+    assert {u["split"] for u in users} == {"dev"}
+    assert {u["user"]: u["failures"] for u in users if u["failures"]} == {}
+
+
+def test_the_guards_hold_whatever_the_scripted_model_says(database_url: str, tmp_path: Path) -> None:
+    users = formation_benchmark(database_url, tmp_path, "--llm", "fake", "--ci",
+                                "--users", "benchmarks/formation_quality/users.toml")
+    assert len(users) >= 15 and len({u["category"] for u in users}) >= 10
+    assert {u["user"]: u["failures"] for u in users if u["failures"]} == {}
 
 
 async def test_a_question_reaches_the_model_and_only_grounded_facts_about_the_user_are_kept(

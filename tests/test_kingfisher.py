@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,8 +12,9 @@ import pytest
 from memory_proxy import kingfisher
 from memory_proxy.leaks import ScanFailed
 from memory_proxy.redact import Redaction, redact, warm
+from tests.conftest import SECRETS_CORPUS
 
-CORPUS = Path(__file__).parents[1] / "benchmarks" / "secrets_corpus"
+CORPUS = SECRETS_CORPUS
 POSTHOG = "phx_sXNyZ4gbsX4wwzOM8q_E1076ZJhN-i1BpN088af7a"  # a published sample of the dev split
 
 

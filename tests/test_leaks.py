@@ -12,9 +12,9 @@ from pybetterleaks import ScanTimeoutError, scan_text
 
 from memory_proxy import kingfisher, leaks
 from memory_proxy.redact import redact, redact_strings
-from tests.conftest import CHAT, USER_A, chat_body, metric, user_headers
+from tests.conftest import CHAT, SECRETS_CORPUS, USER_A, chat_body, metric, user_headers
 
-CORPUS = Path(__file__).parents[1] / "benchmarks" / "secrets_corpus"
+CORPUS = SECRETS_CORPUS
 
 
 def _dev(name: str, every: int) -> list[str]:

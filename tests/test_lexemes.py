@@ -9,7 +9,7 @@ import psycopg
 import pytest
 
 from memory_proxy.memory.lexemes import query_lexemes
-from tests.conftest import ROOT
+from tests.conftest import LOCOMO
 
 CASES = ["The organized user's well-known J.K. Rowling quote, 3.5 times!",
          "What did I say my favourite programming language was?",
@@ -30,7 +30,7 @@ def test_a_query_has_the_words_postgresql_gives_it(database_url: str, text: str)
 
 
 def test_the_locomo_questions_agree_with_postgresql(database_url: str) -> None:
-    data: list[dict[str, Any]] = json.loads((ROOT / "benchmarks" / "locomo" / "locomo10.json").read_text())
+    data: list[dict[str, Any]] = json.loads(LOCOMO.read_text())
     questions = [qa["question"] for conversation in data for qa in conversation["qa"]]
     theirs = to_tsvector(database_url, questions)
     same = sum(set(query_lexemes(q)) == t for q, t in zip(questions, theirs, strict=True))

@@ -8,9 +8,9 @@ from typing import Any
 import httpx
 import pytest
 
-from benchmarks.formation_quality.scripted import call_purpose
 from memory_proxy.memory.evidence import OwnWords, own_words
 from memory_proxy.memory.provenance import parts
+from memory_proxy.testing.prompts import call_purpose
 from tests.conftest import CHAT, USER_A, chat_body, make_env, metric, user_headers
 from tests.test_worker import links
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import prose_secrets
 from memory_proxy.redact import Redaction, redact
+from tests.conftest import LOOKALIKE_CORPUS, PROSE_SECRETS, SECRETS_CORPUS
 
 CORPUS = json.loads((Path(__file__).parent / "fixtures" / "secrets.json").read_text())
 POSITIVE = CORPUS["positive"]
@@ -152,8 +152,7 @@ STATED = [("sv", "lösenordet till routern är Sommar2024 sa han", "Sommar2024")
           ("el", "το συνθηματικό είναι Athina!21", "Athina!21"),
           ("vi", "mật khẩu của tôi là Hanoi@2024", "Hanoi@2024"),
           ("th", "รหัสผ่าน คือ Bangkok99!", "Bangkok99")]
-DJANGO = [json.loads(line) for line in (Path(__file__).parents[1] / "benchmarks" / "secrets_corpus"
-                                          / "django_lookalikes.jsonl").read_text(encoding="utf-8").splitlines()]
+DJANGO = [json.loads(line) for line in (SECRETS_CORPUS / "django_lookalikes.jsonl").read_text(encoding="utf-8").splitlines()]
 
 
 @pytest.mark.parametrize(("language", "text", "password"), STATED, ids=[s[0] for s in STATED])
@@ -207,12 +206,12 @@ def test_numbers_and_talk_without_a_personal_secret_stay(text: str) -> None:
 def _dev_lines() -> list[str]:
     """The dev split of every corpus we tune on: prose secrets and their look-alikes whole, every 5th published
     rule sample and every 3rd technical or Django look-alike (the test splits are for the benchmarks only)."""
-    bench = Path(__file__).parents[1] / "benchmarks"
-    lines = [row["text"] for row in prose_secrets.load("dev")]
-    for path, every in ((bench / "secrets_corpus" / "secrets.jsonl", 5),
-                        (bench / "secrets_corpus" / "lookalikes.jsonl", 3),
-                        (bench / "secrets_corpus" / "django_lookalikes.jsonl", 3),
-                        (bench / "lookalike_corpus" / "lookalikes.jsonl", 3)):
+    prose = (PROSE_SECRETS / "dev.jsonl").read_text(encoding="utf-8").splitlines()
+    lines = [json.loads(line)["text"] for line in prose if line.strip()]
+    for path, every in ((SECRETS_CORPUS / "secrets.jsonl", 5),
+                        (SECRETS_CORPUS / "lookalikes.jsonl", 3),
+                        (SECRETS_CORPUS / "django_lookalikes.jsonl", 3),
+                        (LOOKALIKE_CORPUS / "lookalikes.jsonl", 3)):
         rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
         lines += [row["text"] for row in rows if row["split"] == "dev"][::every]
     return lines

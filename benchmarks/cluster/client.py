@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from ..fakes import embed
+from memory_proxy.testing.upstream import embed
+
 from ..servers import PROXY_KEY
 from .parts import Node
 

@@ -21,7 +21,8 @@ import httpx
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from ..fakes import free_port
+from memory_proxy.testing.asgi import free_port
+
 from ..servers import PROXY_BIN, PROXY_KEY, ROOT
 from .parts import Nginx, Node, PgBouncer, Postgres, Proc, wait_until
 
@@ -63,7 +64,7 @@ class Cluster:
 
     def up(self) -> Cluster:
         port = free_port()
-        self.fake = Proc("fake", [sys.executable, "-m", "benchmarks.fakes", "--port", str(port), "--chunks", "6",
+        self.fake = Proc("fake", [sys.executable, "-m", "memory_proxy.testing.upstream", "--port", str(port), "--chunks", "6",
                                   "--delay-ms", "20", "--llm-delay-ms", str(self.o.llm_delay_ms)],
                          self.work / "fake.log", cwd=ROOT,
                          env={**os.environ, "PYTHONPATH": str(ROOT)}).start()

@@ -15,7 +15,8 @@ from typing import Any, cast
 import httpx
 from psycopg.conninfo import conninfo_to_dict
 
-from ..fakes import free_port
+from memory_proxy.testing.asgi import free_port
+
 from ..loadgen import LoadResult, percentile, run_load_async, summarise
 from ..relay import BODY
 from .client import (
@@ -67,7 +68,7 @@ async def visibility(cl: Cluster, samples: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     async with client() as http:
         for kind in ("api", "formed"):
-            lags, misses, cold, form_s = [], 0, 0, []
+            lags, misses, cold, form_s, by_worker = [], 0, 0, [], 0
             for i in range(samples):
                 user = f"{cl.run}-vis-{kind}-{i}"
                 await seed(cl.direct, [user])
@@ -90,10 +91,21 @@ async def visibility(cl: Cluster, samples: int) -> dict[str, Any]:
                     done = cl.rows("SELECT extract(epoch FROM finished_at) FROM memory_jobs WHERE user_id = %s"
                                    " AND created_at >= to_timestamp(%s) ORDER BY id LIMIT 1", [user, began])[0][0]
                     form_s.append((float(done) - wall) * 1000 if done else math.nan)
+                    by_worker += _formed_by_a_worker(cl, user, began)
             out[kind] = {"lag_ms": spread(lags), "stale_turns": misses, "not_warmed": cold, "readers": len(readers)}
             if kind == "formed":
                 out[kind]["job_done_ms"] = spread(form_s)
+                out[kind]["formed_by_a_worker"] = by_worker
     return out
+
+
+def _formed_by_a_worker(cl: Cluster, user: str, began: float) -> int:
+    """1 when the first job of ``user`` written after ``began`` is in a worker process's log, which holds
+    memory decisions (the replicas run no job), else 0."""
+    ids = cl.rows("SELECT id FROM memory_jobs WHERE user_id = %s AND created_at >= to_timestamp(%s)"
+                  " ORDER BY id LIMIT 1", [user, began])
+    logs = [w.proc.log.read_text(errors="replace") for w in cl.workers]
+    return int(bool(ids) and any(f'"job_id": {ids[0][0]}' in log and '"memory_decision"' in log for log in logs))
 
 
 # ---------------------------------------------------------------- 2. stale injection after delete / erase

@@ -35,7 +35,8 @@ import httpx
 import psutil
 import psycopg
 
-from ..fakes import free_port
+from memory_proxy.testing.asgi import free_port
+
 from ..servers import PROXY_BIN
 
 RUN_AS = "pgserver" if os.geteuid() == 0 else None  # PostgreSQL and PgBouncer refuse root

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from .scenarios import load_users, split_files
-from .score import failures, table
+from .score import failures, judge, table
 
 HERE = Path(__file__).parent
 DEFAULT_MEM0_PYTHON = Path.home() / ".cache/memory-proxy-bench/mem0-venv/bin/python"
@@ -48,6 +48,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--ci", action="store_true", help="only the CI subset (users with ci = true)")
     parser.add_argument("--out", type=Path, default=Path("formation-quality-results"),
                         help="directory for results, logs and the table (default: ./formation-quality-results)")
+    parser.add_argument("--database-url", help="a migrated PostgreSQL for the proxy (default: an embedded one)")
     parser.add_argument("--score", nargs="+", type=Path, metavar="RESULT",
                         help="do not run: print the table of saved result files")
     return parser
@@ -73,8 +74,19 @@ def main(argv: list[str] | None = None) -> None:
     print(report)
     if args.split == "test" and not args.users:
         return  # the frozen split is not read case by case
+    if not args.score:
+        (args.out / "verdicts.json").write_text(json.dumps(verdicts(users, results), indent=1, ensure_ascii=False))
     for result in results:
         print("\n" + failures(users, result))
+
+
+def verdicts(users: list, results: list[dict]) -> dict[str, list[dict]]:
+    """Per system, every user with its language, category, split and failures (none: it passed)."""
+    return {result["system"]: [{"user": user.id, "lang": user.lang, "category": user.category,
+                                "openwebui": user.openwebui, "split": user.split,
+                                "failures": judge(user, outcome).failures}
+                               for user, outcome in zip(users, result["users"], strict=True)]
+            for result in results}
 
 
 def _run_proxy(args: argparse.Namespace, users: list) -> dict:
@@ -82,7 +94,8 @@ def _run_proxy(args: argparse.Namespace, users: list) -> dict:
 
     llm = None if args.llm in ("fake", "oracle") else args.llm
     result = asyncio.run(run_proxy(users, llm_base_url=llm, llm_model=args.model, llm_mode=args.mode,
-                                   log_file=args.out / "proxy.log", oracle=args.llm == "oracle"))
+                                   log_file=args.out / "proxy.log", oracle=args.llm == "oracle",
+                                   database_url=args.database_url))
     (args.out / "proxy.json").write_text(json.dumps(result, indent=1, ensure_ascii=False))
     return result
 

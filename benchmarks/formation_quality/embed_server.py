@@ -4,7 +4,7 @@ Peers in the formation-quality benchmark (mem0 through its `openai` embedder) mu
 memory-proxy does with EMBEDDING_PROVIDER=local: all-MiniLM-L6-v2 int8 on onnxruntime, 384-d unit
 vectors (`memory_proxy.memory.local_embed.LocalEmbedder`). This serves that embedder, nothing else:
 
-    /work/main/.venv/bin/python -m benchmarks.formation_quality.embed_server --port 8082
+    .venv/bin/python -m benchmarks.formation_quality.embed_server --port 8082
 
 - ``POST /v1/embeddings``: ``input`` is a string or a list of strings (token arrays are refused);
   ``encoding_format`` ``float`` (default) or ``base64``; ``dimensions``, if sent, must be 384. Answers
@@ -32,8 +32,15 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from memory_proxy.memory.local_embed import DIMENSIONS, MAX_TOKENS, MODEL_NAME, TOKENIZER_PATH, LocalEmbedder
-
-from ..fakes import error_body, free_port, lifespan, read_body, reply, stop_process, wait_http
+from memory_proxy.testing.asgi import (
+    error_body,
+    free_port,
+    lifespan,
+    read_body,
+    reply,
+    stop_process,
+    wait_http,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 

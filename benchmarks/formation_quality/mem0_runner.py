@@ -3,7 +3,7 @@
 Plays each scripted user of a scenario TOML through mem0's own memory formation and records what
 mem0 ends up holding and injecting, plus what each turn cost. It runs in mem0's venv (made by
 setup_mem0.sh), never the project's, and imports only mem0 (with its openai client) and the
-standard library. From /work/main:
+standard library. From the project root:
 
     MEM0_PY=$(bash benchmarks/formation_quality/setup_mem0.sh | tail -n 1)
     .venv/bin/python -m benchmarks.formation_quality.embed_server --port 8082 &

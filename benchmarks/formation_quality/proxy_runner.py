@@ -36,9 +36,13 @@ from prometheus_client import REGISTRY
 from memory_proxy.app import create_app
 from memory_proxy.observability import configure_logging
 from memory_proxy.settings import load_settings
+from memory_proxy.testing.asgi import serving
+from memory_proxy.testing.memory_llm import FakeMemoryLLM, asgi_app
 
 from .scenarios import Turn, User
-from .scripted import ScriptedChat, ScriptedMemoryLLM, serving
+from .scripted import OracleScript, ScriptedChat
+
+NO_USAGE = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}  # a scripted model costs nothing
 
 API_KEY = "formation-benchmark-key-0123456789"
 JOB_DEADLINE_S = 1800.0  # a job on a slow CPU model, retries with backoff included
@@ -78,7 +82,7 @@ def _llm_counts() -> dict[str, float]:
 
 class ProxyRun:
     def __init__(self, client: httpx.AsyncClient, conninfo: str, upstream: ScriptedChat,
-                 memory_llm: ScriptedMemoryLLM | None, clock: Clock) -> None:
+                 memory_llm: OracleScript | None, clock: Clock) -> None:
         self.client, self.conninfo, self.upstream, self.memory_llm, self.clock = (
             client, conninfo, upstream, memory_llm, clock)
 
@@ -186,10 +190,11 @@ async def run_proxy(users: list[User], *, llm_base_url: str | None, llm_model: s
     `llm_base_url` the memory LLM is scripted: the oracle, or the fake."""
     data_dir = Path(tempfile.mkdtemp(prefix="formation-bench-"))
     upstream = ScriptedChat("scripted-upstream")
-    memory_llm = None if llm_base_url else ScriptedMemoryLLM(fake=not oracle)
+    memory_llm = None if llm_base_url else OracleScript(fake=not oracle)
+    llm_app = asgi_app(FakeMemoryLLM(script=memory_llm, usage=NO_USAGE)) if memory_llm else None
     clock = Clock(datetime.now(UTC))
     started = datetime.now(UTC)
-    async with serving(upstream) as upstream_url, (serving(memory_llm) if memory_llm else nullcontext()) as fake_llm_url:
+    async with serving(upstream) as upstream_url, (serving(llm_app) if llm_app else nullcontext()) as fake_llm_url:
         env = {
             "MEMORY_PROXY_DATA_DIR": str(data_dir),
             "PROXY_API_KEYS": API_KEY,

@@ -5,7 +5,7 @@ Two splits: **dev** (users.toml, holdout.toml and dev/*.toml: the team's own use
 formation code, frozen, never read case by case while developing; only its figures count).
 
 Each turn may carry its **ideal answer** (`ideal`, `forget`, `forgets`): what a perfect memory LLM would
-say of it. The oracle (`scripted.ScriptedMemoryLLM`) answers every formation call from it, so that a run
+say of it. The oracle (`scripted.OracleScript`) answers every formation call from it, so that a run
 with it measures the deterministic layer alone; `simulate()` applies it without any proxy, so that a
 writer can check that their ideal answers and their expectations agree.
 """
@@ -13,7 +13,6 @@ writer can check that their ideal answers and their expectations agree.
 from __future__ import annotations
 
 import re
-import sys
 import tomllib
 from dataclasses import dataclass, field
 from datetime import date, timedelta
@@ -134,7 +133,8 @@ def load_users(path: Path | list[Path] = USERS_FILE, *, only: set[str] | None = 
 def simulate(user: User, today: date | None = None) -> dict[str, Any]:
     """The result a perfect memory layer would give (active memories and audit rows; the probe's block
     taken as every active memory): the ideal answers applied in order, seeds first. For writers, to
-    check a user's ideal answers against its expectations with `score.judge`, no proxy needed."""
+    check a user's ideal answers against its expectations with `score.judge`, no proxy needed
+    (`python -m benchmarks.formation_quality.check_ideals FILE…`)."""
     today = today or date.today()
     start = today - timedelta(days=int(user.probe.day))
     active: list[str] = [s.text for s in user.seeds]
@@ -155,23 +155,3 @@ def simulate(user: User, today: date | None = None) -> dict[str, Any]:
                 active.append(text)
     return {"id": user.id, "category": user.category, "active": active, "injected": active,
             "audit_rows": audits, "turns": [], "errors": []}
-
-
-def main(argv: list[str]) -> int:
-    """python -m benchmarks.formation_quality.scenarios FILE…: load, and judge each user's ideal answers
-    against its own expectations (`inject` taken against every active memory). Prints failures; exit 1."""
-    from .score import judge
-
-    bad = 0
-    users = load_users([Path(a) for a in argv])
-    for user in users:
-        verdict = judge(user, simulate(user))
-        if not verdict.passed:
-            bad += 1
-            print(f"- {user.id}: " + "; ".join(verdict.failures))
-    print(f"{len(users)} users, {bad} whose ideal answers fail their own expectations")
-    return 1 if bad else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

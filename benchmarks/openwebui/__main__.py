@@ -30,7 +30,8 @@ from typing import Any
 
 import httpx
 
-from ..fakes import free_port, stop_process
+from memory_proxy.testing.asgi import free_port, stop_process
+
 from ..servers import PROXY_KEY, ROOT, Server, start_memory_proxy
 from . import session as s
 from .stack import (

@@ -17,7 +17,8 @@ from typing import Any
 
 import httpx
 
-from ..fakes import free_port, stop_process, wait_http
+from memory_proxy.testing.asgi import free_port, stop_process, wait_http
+
 from ..servers import ROOT, venv_has
 
 OPENWEBUI_VERSION = "0.12.4"

@@ -20,7 +20,7 @@ counted repetition, groups, alternation).  Such samples are kept but marked
 ``"generated": true``.  Anything the interpreter cannot reproduce faithfully is
 skipped and counted (see build_stats.json).
 
-Usage:  python3 build.py /work/.mirror/betterleaks+betterleaks/repo [--out DIR]
+Usage:  python3 tools/secrets_corpus.py BETTERLEAKS_GIT_DIR [--out DIR]   (default: benchmarks/secrets_corpus)
 
 stdlib only, deterministic: two runs on the same commit give identical files.
 """
@@ -1409,7 +1409,8 @@ def split_of(rule_id: str) -> str:
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("mirror", help="bare git dir of betterleaks (from the fetch tool)")
-    ap.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)))
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                                 "benchmarks", "secrets_corpus"))
     args = ap.parse_args()
 
     repo = Repo(args.mirror)

@@ -1,5 +1,5 @@
 """Words that name a secret (code, key, recovery codes, door, gate, lock, password) in 80 languages, from the
-translations of two maintained projects: `python -m benchmarks.secrets_corpus.secret_words`.
+translations of two maintained projects: `python -m tools.secret_words`.
 
 Downloads two wheels from PyPI (pinned below) and reads their translators' work:
 - django-allauth (MIT): the gettext catalogs of its account and two-factor screens ("Code", "Recovery codes",
@@ -23,7 +23,7 @@ from pathlib import Path
 
 ALLAUTH = "django-allauth==65.22.1"
 FRONTEND = "home-assistant-frontend==20250109.2"
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 CATALOG = re.compile(r"allauth/locale/([^/]+)/LC_MESSAGES/django\.po$")
 TRANSLATION = re.compile(r"hass_frontend/static/translations/([A-Za-z-]+)-[0-9a-f]+\.json$")  # the main file
 ENTRY = re.compile(r'^msgid ((?:".*"\n)+)msgstr ((?:".*"\n)+)', re.M)
@@ -79,7 +79,7 @@ def main() -> None:
     (ROOT / "memory_proxy" / "redact" / "secret_words.json").write_text(json.dumps({
         "source": f"{ALLAUTH}: allauth/locale/*/LC_MESSAGES/django.po (MIT); {FRONTEND}: "
                   "hass_frontend/static/translations/*.json (Apache-2.0); the keys are in "
-                  "benchmarks/secrets_corpus/secret_words.py, which built this file",
+                  "tools/secret_words.py, which built this file",
         "groups": {group: sorted(found) for group, found in sorted(words.items())}},
         ensure_ascii=False, indent=0) + "\n", encoding="utf-8")
     print({group: len(found) for group, found in words.items()})

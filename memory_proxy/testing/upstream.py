@@ -1,9 +1,9 @@
-"""Fake OpenAI-compatible upstream (chat + embeddings + models) for benchmarks, on loopback.
+"""Fake OpenAI-compatible upstream (chat + embeddings + models) for load benchmarks, on loopback.
 
 A raw ASGI app (no framework, so the fake itself costs as little as possible) served by uvicorn
 with httptools + uvloop; a stdlib ``http.server`` cannot serve concurrency 64.
 
-    python -m benchmarks.fakes --port 9100 --chunks 6 --delay-ms 20 --dims 1024
+    python -m memory_proxy.testing.upstream --port 9100 --chunks 6 --delay-ms 20 --dims 1024
 
 Endpoints:
 
@@ -39,13 +39,16 @@ import base64
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
 import zlib
+from typing import Any
 
 import numpy as np
+
+from .asgi import Receive, Scope, Send, error_body, lifespan, read_body, reply, stop_process, wait_http
+from .prompts import said_message
 
 WORDS = ["Hello", " there", ",", " this", " is", " a", " fake", " streamed", " reply", " from", " the",
          " upstream", "."]
@@ -73,44 +76,28 @@ def embed(text: str, dims: int) -> list[float]:
     return (vec / np.linalg.norm(vec)).tolist()
 
 
-_MESSAGE = re.compile(r"<message>\n(.*?)\n</message>", re.DOTALL)
-
-
 MANY_FACTS = "[many-facts]"
 MANY_FACTS_COUNT = 40
 
 
-def many_facts() -> list[dict]:
+def many_facts() -> list[dict[str, Any]]:
     """MANY_FACTS_COUNT facts of 24 words, 20 of them capitalised names that no text of the turn holds."""
     return [{"fact": "User met " + " ".join(f"Qzx{i}v{j}ertunk" for j in range(20)) + " there",
              "type": "relationship", "replaces": 0} for i in range(MANY_FACTS_COUNT)]
 
 
-def memory_llm_answer(body: dict) -> str | None:
+def memory_llm_answer(body: dict[str, Any]) -> str | None:
     """An instant memory LLM (JSON mode) for formation benchmarks: the formation call (prompts/
     extract_turn.md) gets one fact made of the user's own words, so that it passes the evidence check
     (``many_facts()`` when the message holds MANY_FACTS)."""
     messages = body.get("messages") or [{}]
-    match = _MESSAGE.search(str(messages[-1].get("content", "")))
-    if not match:
+    message = said_message(str(messages[-1].get("content", "")))
+    if message is None:
         return None
-    if MANY_FACTS in match.group(1):
+    if MANY_FACTS in message:
         return json.dumps({"facts": many_facts()})
-    said = " ".join(match.group(1).split()[:12])
+    said = " ".join(message.split()[:12])
     return json.dumps({"facts": [{"fact": f"User said {said}", "type": "preference", "replaces": 0}] if said else []})
-
-
-async def lifespan(receive, send, on_startup=None) -> None:
-    """Answer an ASGI lifespan scope until shutdown, running `on_startup()` before start-up completes."""
-    while True:
-        message = await receive()
-        if message["type"] == "lifespan.startup":
-            if on_startup is not None:
-                await on_startup()
-            await send({"type": "lifespan.startup.complete"})
-        elif message["type"] == "lifespan.shutdown":
-            await send({"type": "lifespan.shutdown.complete"})
-            return
 
 
 class FakeUpstream:
@@ -128,7 +115,7 @@ class FakeUpstream:
                                          "owned_by": "fake"}]}).encode()
         self.seen: dict[str, list[str]] = {}  # probe id → markers in its system messages (GET /seen)
 
-    async def __call__(self, scope, receive, send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
             return await lifespan(receive, send)
         if scope["type"] != "http":
@@ -156,7 +143,7 @@ class FakeUpstream:
             return await reply(send, 200, json.dumps({"seen": {p: self.seen.get(p) for p in probes}}).encode())
         return await reply(send, 404, error_body("not found"))
 
-    def record(self, body: dict) -> None:
+    def record(self, body: dict[str, Any]) -> None:
         """Remember which markers the system messages of a probed request held (GET /seen)."""
         probe = body.get("probe")
         if not isinstance(probe, str):
@@ -167,13 +154,13 @@ class FakeUpstream:
         if len(self.seen) > SEEN_MAX:
             del self.seen[next(iter(self.seen))]
 
-    async def seen_reply(self, send, query: str) -> None:
+    async def seen_reply(self, send: Send, query: str) -> None:
         probe = dict(part.partition("=")[::2] for part in query.split("&")).get("probe", "")
         if probe not in self.seen:
             return await reply(send, 404, error_body(f"no request carried probe {probe!r}"))
         await reply(send, 200, json.dumps({"probe": probe, "markers": self.seen[probe]}).encode())
 
-    async def chat(self, send, body: dict) -> None:
+    async def chat(self, send: Send, body: dict[str, Any]) -> None:
         model = body.get("model") or "fake-model"
         created = int(time.time())
         cid = f"chatcmpl-fake{time.monotonic_ns()}"
@@ -191,7 +178,7 @@ class FakeUpstream:
                       "usage": usage}
             return await reply(send, 200, json.dumps(answer).encode())
 
-        def event(delta: dict, finish: str | None = None, **extra) -> bytes:
+        def event(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
             chunk = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
                      "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
             return b"data: " + json.dumps(chunk).encode() + b"\n\n"
@@ -210,7 +197,7 @@ class FakeUpstream:
                      + b"\n\n")
         await send({"type": "http.response.body", "body": tail + b"data: [DONE]\n\n", "more_body": False})
 
-    async def embeddings(self, send, body: dict) -> None:
+    async def embeddings(self, send: Send, body: dict[str, Any]) -> None:
         inputs = body.get("input", "")
         if isinstance(inputs, str):
             inputs = [inputs]
@@ -225,68 +212,17 @@ class FakeUpstream:
         await reply(send, 200, json.dumps(answer).encode())
 
 
-async def read_body(receive) -> bytes:
-    """The whole body of an ASGI request."""
-    parts = []
-    while True:
-        message = await receive()
-        parts.append(message.get("body", b""))
-        if not message.get("more_body"):
-            return b"".join(parts)
-
-
-async def reply(send, status: int, body: bytes) -> None:
-    """One JSON response over ASGI."""
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode())]})
-    await send({"type": "http.response.body", "body": body})
-
-
-def error_body(message: str) -> bytes:
-    """An OpenAI-format error body."""
-    return json.dumps({"error": {"message": message, "type": "invalid_request_error",
-                                 "param": None, "code": None}}).encode()
-
-
-def free_port() -> int:
-    """A loopback port free right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_http(url: str, timeout: float = 30.0, proc: subprocess.Popen | None = None,
-              expect: int = 200) -> None:
-    """Poll ``url`` with GET until it returns ``expect``; raise if ``proc`` dies or time runs out."""
-    import httpx
-
-    deadline = time.monotonic() + timeout
-    last: object = None
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"process exited with {proc.returncode} before {url} answered")
-        try:
-            last = httpx.get(url, timeout=2.0).status_code
-            if last == expect:
-                return
-        except httpx.HTTPError as exc:
-            last = exc
-        time.sleep(0.1)
-    raise TimeoutError(f"{url} did not answer {expect} within {timeout:.0f}s (last: {last!r})")
-
-
 def start_fake(port: int, chunks: int = 6, delay_ms: float = 20.0, dims: int = 1024,
-               core: int | None = None, timeout: float = 20.0, llm_delay_ms: float = 0.0) -> subprocess.Popen:
+               core: int | None = None, timeout: float = 20.0, llm_delay_ms: float = 0.0) -> subprocess.Popen[bytes]:
     """Start the fake upstream in a subprocess (pinned to ``core`` with taskset if given), wait until
     ``GET /v1/models`` answers, and return the process. ``llm_delay_ms``: see ``--llm-delay-ms``."""
-    cmd = [sys.executable, "-m", "benchmarks.fakes", "--port", str(port), "--chunks", str(chunks),
+    cmd = [sys.executable, "-m", "memory_proxy.testing.upstream", "--port", str(port), "--chunks", str(chunks),
            "--delay-ms", str(delay_ms), "--dims", str(dims)]
     if llm_delay_ms:
         cmd += ["--llm-delay-ms", str(llm_delay_ms)]
     if core is not None:
         cmd = ["taskset", "-c", str(core), *cmd]
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
     proc = subprocess.Popen(cmd, cwd=root, env=env, stdin=subprocess.DEVNULL)
     try:
@@ -297,19 +233,9 @@ def start_fake(port: int, chunks: int = 6, delay_ms: float = 20.0, dims: int = 1
     return proc
 
 
-def stop_process(proc: subprocess.Popen, timeout: float = 10.0) -> None:
-    """Terminate one process we started (SIGTERM, then SIGKILL after ``timeout``)."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.fakes", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m memory_proxy.testing.upstream",
+                                     description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=9100)
     parser.add_argument("--chunks", type=int, default=6, help="content chunks per streamed reply")

@@ -7,7 +7,7 @@ every line is taken, unchanged except for trimming, from a public source on this
 provenance is recorded in the row's "source".
 
 Where from (all read-only):
-- the git mirror of github:betterleaks/betterleaks (MIRROR below): `git log --all` output (commit hashes
+- a bare git clone of github:betterleaks/betterleaks (the command's argument): `git log --all` output (commit hashes
   with their real subject lines, subjects that name commits) and, at HEAD, go.mod, go.sum, the GitHub
   workflows, the Dockerfiles and report_templates/README.md (never the rule set, its config or tests);
 - the distributions installed in this venv's site-packages, file by file as each RECORD lists them
@@ -41,12 +41,14 @@ How selected:
   same machine, same inputs, same bytes.
 - split: "test" when int(sha256("lookalikes-split|" + text), 16) % 3 == 0, else "dev".
 
-Run from the project root: `python -m benchmarks.lookalike_corpus.build` (needs `phonenumbers` and
-`python-stdnum` installed). Writes lookalikes.jsonl and build_stats.json next to this file.
+Run from the project root: `python -m tools.lookalike_corpus BETTERLEAKS_GIT_DIR [--out DIR]` (needs
+`phonenumbers` and `python-stdnum` installed). Writes lookalikes.jsonl and build_stats.json to DIR
+(default: benchmarks/lookalike_corpus, where the benchmarks and tests read them).
 """
 
 from __future__ import annotations
 
+import argparse
 import base64
 import binascii
 import hashlib
@@ -67,8 +69,7 @@ from typing import cast
 import phonenumbers
 import stdnum
 
-HERE = Path(__file__).resolve().parent
-MIRROR = Path("/work/.mirror/betterleaks+betterleaks/repo")
+OUT = Path(__file__).resolve().parents[1] / "benchmarks" / "lookalike_corpus"
 MIRROR_NAME = "betterleaks/betterleaks"
 MIRROR_FILES = (
     "go.mod", "go.sum", "Dockerfile", "goreleaser.Dockerfile", ".goreleaser.yml",
@@ -376,17 +377,17 @@ def read_text(path: Path) -> list[str] | None:
 
 
 # ---- sources ------------------------------------------------------------------------------------------
-def git(*args: str) -> str:
-    return subprocess.run(["git", "--git-dir", str(MIRROR), *args], check=True, capture_output=True,
+def git(mirror: Path, *args: str) -> str:
+    return subprocess.run(["git", "--git-dir", str(mirror), *args], check=True, capture_output=True,
                           ).stdout.decode("utf-8")
 
 
-def from_mirror(sink: Sink, info: dict[str, object]) -> None:
-    head = git("rev-parse", "HEAD^{commit}").strip()
-    info["betterleaks"] = {"mirror": str(MIRROR), "head": head,
-                           "commits_all_refs": int(git("rev-list", "--all", "--count").strip())}
+def from_mirror(mirror: Path, sink: Sink, info: dict[str, object]) -> None:
+    head = git(mirror, "rev-parse", "HEAD^{commit}").strip()
+    info["betterleaks"] = {"mirror": str(mirror), "head": head,
+                           "commits_all_refs": int(git(mirror, "rev-list", "--all", "--count").strip())}
     prefix = f"git:{MIRROR_NAME}@{head}"
-    log = git("log", "--all", "--format=%H%x00%h%x00%s")
+    log = git(mirror, "log", "--all", "--format=%H%x00%h%x00%s")
     sink.files_read["betterleaks"] += 1
     for row in sorted(set(log.splitlines())):
         full, short, subject = row.split("\0")
@@ -399,10 +400,10 @@ def from_mirror(sink: Sink, info: dict[str, object]) -> None:
         span = git_sha(s, "")
         if span is not None and HEX_RUN.search(s):
             sink.add("git_sha", s, span, "betterleaks", "git log %s", f"{prefix} (all refs): git log --format='%s'")
-    paths = git("ls-tree", "-r", "--name-only", head).splitlines()
+    paths = git(mirror, "ls-tree", "-r", "--name-only", head).splitlines()
     for path in sorted(paths):
         if path in MIRROR_FILES or (path.startswith(MIRROR_DIRS) and path.endswith((".yml", ".yaml"))):
-            lines = git("show", f"{head}:{path}").splitlines()
+            lines = git(mirror, "show", f"{head}:{path}").splitlines()
             sink.scan(lines, "betterleaks", path, f"{prefix}:{path}", path.rsplit("/", 1)[-1])
 
 
@@ -584,16 +585,21 @@ def select(cands: list[Candidate]) -> tuple[list[Candidate], dict[str, int]]:
     return chosen, pool
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("mirror", type=Path, help="bare git dir of github:betterleaks/betterleaks")
+    parser.add_argument("--out", type=Path, default=OUT, help=f"where the corpus goes (default: {OUT})")
+    args = parser.parse_args(argv)
     sink = Sink()
     info: dict[str, object] = {}
-    for step in (from_mirror, from_site_packages, from_stdlib, from_debian, from_phonenumbers, from_stdnum):
+    from_mirror(args.mirror, sink, info)
+    for step in (from_site_packages, from_stdlib, from_debian, from_phonenumbers, from_stdnum):
         step(sink, info)
     chosen, pool = select(sink.candidates)
     rows = sorted(({"kind": c.kind, "text": c.text, "source": c.source, "split": split_of(c.text)}
                    for c in chosen), key=lambda r: (KINDS.index(r["kind"]), r["source"], r["text"]))
     assert len({r["text"] for r in rows}) == len(rows) and all(r["text"] for r in rows)
-    with open(HERE / "lookalikes.jsonl", "w", encoding="utf-8", newline="\n") as f:
+    with open(args.out / "lookalikes.jsonl", "w", encoding="utf-8", newline="\n") as f:
         for row in rows:
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
 
@@ -634,7 +640,7 @@ def main() -> None:
             "full (40 hex)" if any(len(h) == 40 for h in HEX_RUN.findall(r["text"])) else "short (7-39 hex)"
             for r in rows if r["kind"] == "git_sha").items())),
     }
-    with open(HERE / "build_stats.json", "w", encoding="utf-8", newline="\n") as f:
+    with open(args.out / "build_stats.json", "w", encoding="utf-8", newline="\n") as f:
         json.dump(stats, f, indent=2, ensure_ascii=False)
         f.write("\n")
     print(json.dumps({"total": stats["total"], "per_split": stats["per_split"], "per_kind": stats["per_kind"]},

@@ -1,60 +1,58 @@
-"""A scripted memory LLM: answers the formation calls like Mistral or an OpenAI server (and any other
-chat request with a plain "Noted.", so it can stand in for the upstream too).
+"""`FakeMemoryLLM`: a scripted memory LLM that answers the formation calls like Mistral or an OpenAI server
+(and any other chat request with a plain "Noted.", so it can stand in for the upstream too).
 
-Tests set `extract(message) -> facts`: each fact a string ("User …") or a dict with `fact`, `type` and
-optionally the known fact it `replaces_text` (or `refines_text`, `same_text`); the relate call is then
-answered from those ("updates", "detail", "same", else "unrelated"). `extract` may instead return a dict
-`{"facts": [...], "forget": "what", "forgets": [texts]}`: the forget call picks the candidates whose text
-is in `forgets`. `provenance(parts)` answers the provenance call: the numbers of the parts that are not
-the user's own words (none by default). It answers in tool-call form when the request carries tools (instructor's TOOLS mode)
-and as JSON content otherwise (JSON / JSON_SCHEMA modes). Used as a respx side effect, and served over
-real HTTP (`asgi_app`) for tests that run the worker as a separate process.
+By default its answers come from `extract(message) -> facts`: each fact a string ("User …") or a dict with
+`fact`, `type` and optionally the known fact it `replaces_text` (or `refines_text`, `same_text`); the relate
+call is then answered from those ("updates", "detail", "same", else "unrelated"). `extract` may instead
+return a dict `{"facts": [...], "forget": "what", "forgets": [texts]}`: the forget call picks the candidates
+whose text is in `forgets`. `provenance(parts)` answers the provenance call: the numbers of the parts that
+are not the user's own words (none by default). A benchmark replaces all of this with its own `script`
+(purpose, prompt) -> answer, e.g. a perfect model answering from each turn's ideal facts.
+
+It answers in tool-call form when the request carries tools (instructor's TOOLS mode) and as JSON content
+otherwise (JSON / JSON_SCHEMA modes). Used as a respx side effect (`await llm(request)`), and served over
+real HTTP (`asgi_app`) for tests and benchmarks that reach it as the proxy reaches any server.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
-from benchmarks.formation_quality.scripted import call_purpose, task_prompt
+from .asgi import ASGIApp, Receive, Scope, Send, read_body
+from .prompts import call_purpose, new_fact, numbered, said_message, task_prompt
 
-_MESSAGE = re.compile(r"<message>\n(.*?)\n</message>", re.DOTALL)
-_KNOWN = re.compile(r"^\[(\d+)\] (.*)$", re.MULTILINE)
-_NEW_FACT = re.compile(r"^New fact: (.*)$", re.MULTILINE)
+Script = Callable[[str, str], Any]  # (purpose, prompt) -> the answer's JSON value
 _RELATION_OF = {"replaces_text": "updates", "refines_text": "detail", "same_text": "same"}
+USAGE = {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
 
 
 def is_memory_prompt(body: dict[str, Any]) -> bool:
     return call_purpose(body.get("messages", [])) is not None
 
 
-def known_facts(prompt: str) -> list[str]:
-    """The known facts listed in a formation prompt, in their numbered order."""
-    return [text for _, text in _KNOWN.findall(prompt.split("Message:", 1)[0])]
-
-
 @dataclass
 class FakeMemoryLLM:
     extract: Callable[[str], Any] = lambda _message: []
+    script: Script | None = None     # answers every formation call instead of `extract` and the rest
     raw: dict[str, str] = field(default_factory=dict)  # purpose → the reply's text as is (hostile replies)
     finish_reason: str = "stop"  # of the `raw` replies ("length": cut at max_tokens)
     check: Callable[[str], bool] = lambda _prompt: True  # the answer to a yes/no check call, from its prompt
     provenance: Callable[[list[str]], list[int]] = lambda _parts: []  # the numbers of the parts not the user's
     down: bool = False               # answer every formation call with HTTP 503
     hang: asyncio.Event | None = None  # hold every answer until this event is set
+    usage: dict[str, int] = field(default_factory=lambda: dict(USAGE))  # reported per formation call
     prompts: list[tuple[str, str]] = field(default_factory=list)  # (purpose, the call's prompt)
     _pointers: dict[str, dict[str, str]] = field(default_factory=dict)  # fact → {known text: relation}
     _forgets: list[str] = field(default_factory=list)
 
     def _extraction(self, prompt: str) -> dict[str, Any]:
-        match = _MESSAGE.search(prompt)
-        answer = self.extract(match.group(1) if match else "")
+        answer = self.extract(said_message(prompt) or "")
         if not isinstance(answer, dict):
             answer = {"facts": answer}
         facts = []
@@ -65,15 +63,16 @@ class FakeMemoryLLM:
         self._forgets = list(answer.get("forgets", []))
         return {"facts": facts, "forget": answer.get("forget", "")}
 
-    def data(self, purpose: str, prompt: str) -> dict[str, Any]:
-        known = _KNOWN.findall(prompt)
+    def data(self, purpose: str, prompt: str) -> Any:
+        if self.script is not None:
+            return self.script(purpose, prompt)
+        known = numbered(prompt)
         if purpose == "check":
             return {"answer": "yes" if self.check(prompt) else "no"}
         if purpose == "provenance":
-            return {"not_own": self.provenance([text for _, text in _KNOWN.findall(prompt.rsplit("Message:", 1)[-1])])}
+            return {"not_own": self.provenance([text for _, text in numbered(prompt.rsplit("Message:", 1)[-1])])}
         if purpose == "relate":
-            fact = _NEW_FACT.search(prompt)
-            pointers = self._pointers.get(fact.group(1) if fact else "", {})
+            pointers = self._pointers.get(new_fact(prompt), {})
             return {n: pointers.get(text, "unrelated") for n, text in known}
         if purpose == "forget":
             return {"forget": [int(n) for n, text in known if text in self._forgets]}
@@ -95,8 +94,9 @@ class FakeMemoryLLM:
         else:
             message = {"role": "assistant", "content": arguments}
         return {"id": "cmpl-mem", "object": "chat.completion", "created": 1, "model": body["model"],
-                "choices": [{"index": 0, "message": message, "finish_reason": self.finish_reason if purpose in self.raw else "stop"}],
-                "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}}
+                "choices": [{"index": 0, "message": message,
+                             "finish_reason": self.finish_reason if purpose in self.raw else "stop"}],
+                "usage": dict(self.usage)}
 
     async def __call__(self, request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content)
@@ -110,20 +110,16 @@ class FakeMemoryLLM:
         return sum(1 for p, _ in self.prompts if p == purpose)
 
 
-def asgi_app(llm: FakeMemoryLLM, embed: Callable[[httpx.Request], httpx.Response]) -> Any:
-    """The fake memory LLM and embeddings over real HTTP: `/v1/chat/completions`, `/v1/embeddings`."""
+def asgi_app(llm: FakeMemoryLLM, embed: Callable[[httpx.Request], httpx.Response] | None = None) -> ASGIApp:
+    """The fake memory LLM (and, if given, embeddings) over real HTTP: `/v1/chat/completions`, `/v1/embeddings`."""
 
-    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        body = await read_body(receive)
         request = httpx.Request(scope["method"], f"http://fake{scope['path']}", content=body)
-        response = embed(request) if scope["path"].endswith("/embeddings") else await llm(request)
+        is_embedding = embed is not None and scope["path"].endswith("/embeddings")
+        response = embed(request) if embed is not None and is_embedding else await llm(request)
         await send({"type": "http.response.start", "status": response.status_code,
                     "headers": [(b"content-type", b"application/json")]})
         await send({"type": "http.response.body", "body": response.content})

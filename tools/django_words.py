@@ -1,6 +1,6 @@
 """The word "password" in 80+ languages, and sentences about passwords that hold none, from Django's translations.
 
-`python -m benchmarks.secrets_corpus.django_words` downloads Django's wheel from PyPI (pinned below) and reads
+`python -m tools.django_words` downloads Django's wheel from PyPI (pinned below) and reads
 the gettext catalogs of `django.contrib.auth` and `django.contrib.admin` (translated by Django's Transifex
 teams; BSD-3-Clause). It writes:
 - memory_proxy/redact/password_words.json: every locale's translation of the msgids "password" and "Password" (lower-cased,
@@ -23,7 +23,7 @@ import zipfile
 from pathlib import Path
 
 DJANGO = "django==5.2.8"
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 CATALOG = re.compile(r"django/contrib/(auth|admin)/locale/([^/]+)/LC_MESSAGES/django\.po$")
 ENTRY = re.compile(r'^msgid ((?:".*"\n)+)msgstr ((?:".*"\n)+)', re.M)
 
@@ -61,7 +61,7 @@ def main() -> None:
                 lookalikes.setdefault(msgstr.strip(), locale)
     (ROOT / "memory_proxy" / "redact" / "password_words.json").write_text(json.dumps({
         "source": f"{DJANGO}: django/contrib/auth/locale/*/LC_MESSAGES/django.po, the msgstr of msgid "
-                  "'password' and 'Password' (BSD-3-Clause); built by benchmarks/secrets_corpus/django_words.py",
+                  "'password' and 'Password' (BSD-3-Clause); built by tools/django_words.py",
         "words": sorted(words)}, ensure_ascii=False, indent=0) + "\n", encoding="utf-8")
     with (ROOT / "benchmarks" / "secrets_corpus" / "django_lookalikes.jsonl").open("w", encoding="utf-8") as out:
         for text, locale in sorted(lookalikes.items()):
