@@ -2,7 +2,7 @@
 
 Each variable is declared once, on the dataclass field it fills, with its default: `env(name, default, doc,
 parser)` (memory_proxy/settings_spec.py); a default that depends on other settings is its `unset` rule, and a
-section built in code takes the defaults from there too. `SPECS` lists the variables for the README's table.
+section built in code takes the defaults from there too. `SPECS` lists the variables for docs/CONFIGURATION.md's table.
 `load_settings(env)` reports every mistake at once and returns a frozen tree of small dataclasses. A field
 without a variable, or a name declared twice, fails at import.
 """
@@ -197,14 +197,14 @@ class RetrievalSettings:
     min_score: float = env("RETRIEVAL_MIN_SCORE", "", "Least cosine similarity for a memory to be injected, "
         "whatever the fusion (a memory below it still qualifies when it holds at least half of the query's "
         f"words). Depends on the embedding model: default {MIN_SCORE[1]} for mistral-embed, {MIN_SCORE[0]} for "
-        "`local` (see README).", score, unset=_per_embedder(MIN_SCORE))
+        "`local` (docs/CONFIGURATION.md says how to calibrate it).", score, unset=_per_embedder(MIN_SCORE))
     timeout_s: float = env("RETRIEVAL_TIMEOUT_MS", "1500", "Time budget for embedding + search; past it the "
         "turn is relayed without memories and counted.", lambda v: positive_int(v) / 1000)
     mode: str = env("RETRIEVAL_MODE", "hybrid", "`hybrid` (full-text and vector ranks fused by RRF), "
         "`vector` or `text` (for ablations and debugging).", choice("hybrid", "vector", "text"),
         in_code=True)
     inject_all_below: int = env("RETRIEVAL_INJECT_ALL_BELOW", "10", "A user with at most this many memories "
-        "gets all of them, newest first, without a search (seed 004): no search beats \"all\", in any language "
+        "gets all of them, newest first, without a search: no search beats \"all\", in any language "
         "(the local embedder is English-only); 0: always search.",
         rule(int, lambda n: 0 <= n <= 10, "must be 0 to 10"), in_code=True)
     index_mb: int = env("RETRIEVAL_INDEX_MB", "256", "MB of users' memories held between turns, searched without "
@@ -354,5 +354,5 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
 
 
 def markdown_table() -> str:
-    """The README's configuration table, generated from `SPECS`."""
+    """docs/CONFIGURATION.md's table of settings, generated from `SPECS`."""
     return DECLARED.markdown_table()
