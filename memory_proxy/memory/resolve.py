@@ -1,4 +1,4 @@
-"""What a new fact does to the user's memories (seed 001 §4.6), and what a request to forget names: both
+"""What a new fact does to the user's memories, and what a request to forget names: both
 judged by the memory LLM in narrow, grammar-constrained calls, because only a model reads meaning in
 every language ("is an accountant at Orvel" → "joined a start-up called Pinecrest" shares no word).
 
