@@ -33,6 +33,7 @@ LATE_MAX_MEMORIES = 2_000
 ROW_OVERHEAD_BYTES = 600  # per memory beside its vector: text, postings, Python objects (approximate)
 _NEVER = math.inf
 
+
 @dataclass(frozen=True, slots=True)
 class UserIndex:
     """One user's active memories, by vector id (the SQL's tie order), ready to search."""
