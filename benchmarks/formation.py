@@ -44,6 +44,7 @@ def queue_depth(server: servers.Server) -> dict[str, int]:
 
 
 def enqueue_jobs(server: servers.Server, count: int) -> None:
+    from memory_proxy.job_payload import FormationPayload
     from memory_proxy.store import jobs
     from memory_proxy.store.database import make_pool
 
@@ -51,7 +52,7 @@ def enqueue_jobs(server: servers.Server, count: int) -> None:
         async with make_pool(conninfo(server), 1) as pool, pool.connection() as conn:
             for i in range(count):
                 await jobs.enqueue(conn, user_id=f"user-{i % USERS}", said_at=datetime.now(UTC),
-                                   payload={"user_message": f"I like topic {i} and hobby {i * 7 % 101}"})
+                                   payload=FormationPayload(f"I like topic {i} and hobby {i * 7 % 101}"))
 
     asyncio.run(insert())
 

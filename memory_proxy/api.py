@@ -37,9 +37,8 @@ from .api_input import (
     encode_cursor,
     reason_text,
 )
-from .auth import bearer_token, checked_user_id, read_user_id
+from .auth import checked_user_id, read_user_id
 from .errors import (
-    AuthenticationFailed,
     BadRequest,
     Conflict,
     Forbidden,
@@ -47,13 +46,14 @@ from .errors import (
     NotFound,
     Unavailable,
 )
+from .guards import caller, require_any_key
 from .memory.document import embedding_text
 from .memory.embed import embed_one
 from .memory.retrieve import retrieve_memories
 from .observability import log
 from .schemas import FactAttributes
 from .services import Services
-from .store import keys, manage, memories
+from .store import manage, memories
 
 API_PREFIX = "/api/v1"
 BROWSER_DIR = Path(__file__).parent / "browser"
@@ -62,39 +62,22 @@ PAGE_LIMIT = 50
 MAX_PAGE_LIMIT = 200
 
 
-
-
-
 # ---------------------------------------------------------------- who acts
 
-def _services(request: Request[Any, Any, Any]) -> Services:
-    return request.app.state.services
-
-
 async def acting_user(
-    request: Request[Any, Any, Any],
+    request: Request[Any, Any, Any], services: NamedDependency[Services],
     user: Annotated[str | None, QueryParameter(description="the user to act for (admin keys)")] = None,
 ) -> str:
-    """The one user this request acts for (see the module docstring); raises 401 / 403 / 400."""
-    services = _services(request)
-    token = bearer_token(request.headers.get("authorization"))
-    if not token:
-        raise AuthenticationFailed("missing API key: send 'Authorization: Bearer <key>'")
-    if not services.ready.is_set():
-        raise Unavailable("the database is not reachable or not migrated yet")
+    """The one user this request acts for (see the module docstring), its key checked by the router's guard
+    (guards.require_any_key); raises 401 (a bad signed identity) / 403 / 400."""
     named = None if user is None else checked_user_id(user, "?user=")
-    if request.app.state.key_checker.verify(token):
+    who = caller(request)
+    if who.proxy_key:
         identity = read_user_id(request.headers, services.settings.server)
         if identity:
             return _only(identity, named)
-    else:
-        async with services.pool.connection() as conn:
-            owner = await keys.key_owner(conn, token)
-        if owner is None:
-            raise AuthenticationFailed("invalid API key")
-        is_admin, owner_id = owner
-        if not is_admin and owner_id:
-            return _only(owner_id, named)
+    elif who.user_id:
+        return _only(who.user_id, named)
     if not named:
         raise BadRequest("an admin key must name the user: add ?user=<user id>", param="user", code="user_required")
     return named
@@ -131,7 +114,7 @@ async def _memory_or_404(services: Services, user_id: str, memory_id: str, *, ac
 
 @get("/memories", summary="List active memories, newest first (cursor pagination)")
 async def list_memories(
-    request: Request[Any, Any, Any], user_id: NamedDependency[str],
+    services: NamedDependency[Services], user_id: NamedDependency[str],
     memory_type: Annotated[str | None, QueryParameter(name="type")] = None,
     pinned: FromQuery[bool | None] = None,
     q: Annotated[str | None, QueryParameter(description="words or a substring of the text")] = None,
@@ -142,7 +125,7 @@ async def list_memories(
         after = decode_cursor(cursor) if cursor else None
     except BadCursor as exc:
         raise BadRequest(str(exc), param="cursor", code="bad_cursor") from exc
-    async with _services(request).pool.connection() as conn:
+    async with services.pool.connection() as conn:
         found = await manage.list_memories(conn, user_id, memory_type=memory_type and check_type(memory_type),
                                            pinned=pinned, text=(q or "").strip() or None, after=after,
                                            limit=limit + 1)
@@ -153,10 +136,9 @@ async def list_memories(
 
 @get("/memories/search", summary="Search as chat injection ranks (hybrid search + ranking), with scores")
 async def search_memories(
-    request: Request[Any, Any, Any], user_id: NamedDependency[str], q: FromQuery[str],
+    services: NamedDependency[Services], user_id: NamedDependency[str], q: FromQuery[str],
     limit: Annotated[int, QueryParameter(ge=1, le=50)] = 10,
 ) -> dict[str, Any]:
-    services = _services(request)
     if not q.strip():
         raise BadRequest("q is empty", param="q")
     try:
@@ -171,15 +153,14 @@ async def search_memories(
 
 
 @get("/memories/{memory_id:str}", summary="One memory of the user (active or retired)")
-async def get_memory(request: Request[Any, Any, Any], user_id: NamedDependency[str],
+async def get_memory(services: NamedDependency[Services], user_id: NamedDependency[str],
                      memory_id: FromPath[str]) -> dict[str, Any]:
-    return await _memory_or_404(_services(request), user_id, memory_id, active=False)
+    return await _memory_or_404(services, user_id, memory_id, active=False)
 
 
 @post("/memories", summary="Create a memory (embedded now)")
-async def create_memory(request: Request[Any, Any, Any], user_id: NamedDependency[str],
+async def create_memory(services: NamedDependency[Services], user_id: NamedDependency[str],
                         data: JSONBody[MemoryIn]) -> Response[dict[str, Any]]:
-    services = _services(request)
     memory_type = check_type(data.memory_type)
     content = await clean_content(services, data.content)
     cap = services.settings.formation.max_memories
@@ -212,9 +193,8 @@ def _at_cap(user_id: str, cap: int) -> Conflict:
 
 
 @patch("/memories/{memory_id:str}", summary="Edit: new content is re-embedded as a new version; pin; retype")
-async def edit_memory(request: Request[Any, Any, Any], user_id: NamedDependency[str], memory_id: FromPath[str],
+async def edit_memory(services: NamedDependency[Services], user_id: NamedDependency[str], memory_id: FromPath[str],
                       data: JSONBody[MemoryPatch]) -> dict[str, Any]:
-    services = _services(request)
     reason = reason_text(data.reason, "edited by the user")
     memory_type = check_type(data.memory_type) if data.memory_type is not None else None
     old = await _memory_or_404(services, user_id, memory_id)
@@ -248,40 +228,38 @@ async def _pin(services: Services, user_id: str, memory_id: str, pinned: bool) -
 
 
 @post("/memories/{memory_id:str}/pin", status_code=200, summary="Pin: always injected, never expires")
-async def pin_memory(request: Request[Any, Any, Any], user_id: NamedDependency[str],
+async def pin_memory(services: NamedDependency[Services], user_id: NamedDependency[str],
                      memory_id: FromPath[str]) -> dict[str, Any]:
-    return await _pin(_services(request), user_id, memory_id, True)
+    return await _pin(services, user_id, memory_id, True)
 
 
 @post("/memories/{memory_id:str}/unpin", status_code=200, summary="Unpin")
-async def unpin_memory(request: Request[Any, Any, Any], user_id: NamedDependency[str],
+async def unpin_memory(services: NamedDependency[Services], user_id: NamedDependency[str],
                        memory_id: FromPath[str]) -> dict[str, Any]:
-    return await _pin(_services(request), user_id, memory_id, False)
+    return await _pin(services, user_id, memory_id, False)
 
 
 @delete("/memories/{memory_id:str}", status_code=200, summary="Delete for this user (restorable from history)")
-async def delete_memory(request: Request[Any, Any, Any], user_id: NamedDependency[str], memory_id: FromPath[str],
+async def delete_memory(services: NamedDependency[Services], user_id: NamedDependency[str], memory_id: FromPath[str],
                         reason: FromQuery[str | None] = None) -> dict[str, Any]:
     reason = reason_text(reason, "deleted by the user")
-    async with _services(request).pool.connection() as conn:
+    async with services.pool.connection() as conn:
         if not await manage.delete_memory(conn, user_id, memory_id, reason):
             raise NotFound(f"no active memory {memory_id!r} for this user", param="id")
     return {"id": memory_id, "deleted": True}
 
 
 @get("/memories/{memory_id:str}/history", summary="Versions and audit rows (memory_updates) of a memory")
-async def memory_history(request: Request[Any, Any, Any], user_id: NamedDependency[str],
+async def memory_history(services: NamedDependency[Services], user_id: NamedDependency[str],
                          memory_id: FromPath[str]) -> dict[str, Any]:
-    services = _services(request)
     found = await _memory_or_404(services, user_id, memory_id, active=False)
     async with services.pool.connection() as conn:
         return {"memory": found, **await manage.history(conn, user_id, memory_id)}
 
 
 @post("/memories/{memory_id:str}/restore", status_code=200, summary="Make a retired version active again")
-async def restore_memory(request: Request[Any, Any, Any], user_id: NamedDependency[str],
+async def restore_memory(services: NamedDependency[Services], user_id: NamedDependency[str],
                          memory_id: FromPath[str]) -> dict[str, Any]:
-    services = _services(request)
     await _memory_or_404(services, user_id, memory_id, active=False)
     cap = services.settings.formation.max_memories
     async with services.pool.connection() as conn:
@@ -295,10 +273,10 @@ async def restore_memory(request: Request[Any, Any, Any], user_id: NamedDependen
 
 
 @get("/export", summary="Everything held for the user, as JSON or Markdown")
-async def export_memories(request: Request[Any, Any, Any], user_id: NamedDependency[str],
+async def export_memories(services: NamedDependency[Services], user_id: NamedDependency[str],
                           format: Annotated[str, QueryParameter(pattern="^(json|markdown)$")] = "json",
                           ) -> Response[Any]:
-    async with _services(request).pool.connection() as conn:
+    async with services.pool.connection() as conn:
         body = export.document(user_id, await manage.export(conn, user_id), datetime.now(UTC))
     if format == "markdown":
         return Response(export.markdown(body), media_type="text/markdown",  # Litestar adds "; charset=utf-8"
@@ -307,10 +285,10 @@ async def export_memories(request: Request[Any, Any, Any], user_id: NamedDepende
 
 
 @post("/erase", status_code=200, summary="GDPR erasure of every memory, audit row and job of the user")
-async def erase_user(request: Request[Any, Any, Any], user_id: NamedDependency[str],
+async def erase_user(services: NamedDependency[Services], user_id: NamedDependency[str],
                      confirm: Annotated[str | None, QueryParameter(description="the user id, again")] = None
                      ) -> dict[str, Any]:
-    async with _services(request).pool.connection() as conn:
+    async with services.pool.connection() as conn:
         if confirm != user_id:
             counts = await manage.counts(conn, user_id)
             raise BadRequest(f"this erases {counts['memories']} memories, {counts['updates']} history rows and "
@@ -324,6 +302,7 @@ API = Router(
     path=API_PREFIX,
     route_handlers=[list_memories, search_memories, get_memory, create_memory, edit_memory, pin_memory,
                     unpin_memory, delete_memory, memory_history, restore_memory, export_memories, erase_user],
+    guards=[require_any_key],
     dependencies={"user_id": Provide(acting_user)},
     before_request=checked_request,
     request_max_body_size=MAX_BODY_BYTES,

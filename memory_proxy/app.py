@@ -22,6 +22,7 @@ from psycopg_pool import PoolTimeout
 from .api import MANAGE_ROUTES, OPENAPI_CONFIG
 from .auth import KeyChecker, load_api_keys
 from .errors import BadRequest, ProxyError, Unavailable, openai_error
+from .guards import DEPENDENCIES
 from .head import HeadAsGet
 from .leaks import ScanFailed
 from .observability import log
@@ -99,6 +100,7 @@ def create_app(settings: Settings, http_client: httpx.AsyncClient | None = None,
 
     app = Litestar(
         route_handlers=[*ROUTES, *MANAGE_ROUTES],
+        dependencies=DEPENDENCIES,
         lifespan=[lifespan],
         exception_handlers={
             ProxyError: _proxy_error,

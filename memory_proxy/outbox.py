@@ -32,12 +32,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
 from pathlib import Path
-from typing import Any
 
 import anyio
 import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from .job_payload import FormationPayload
 from .observability import JOB_EVENTS, OUTBOX_JOBS, log
 from .private import create_private, private_dir
 from .store import jobs
@@ -54,17 +54,19 @@ _REFUSED = (psycopg.DataError, psycopg.IntegrityError, ValueError, TypeError, Un
 class PendingJob:
     user_id: str
     said_at: datetime
-    payload: dict[str, Any]
+    payload: FormationPayload
     turn_id: str | None = field(default_factory=lambda: str(uuid.uuid4()))  # written once, however often sent
 
     def to_json(self) -> str:
-        return json.dumps({"user_id": self.user_id, "said_at": self.said_at.isoformat(), "payload": self.payload,
-                           "turn_id": self.turn_id})
+        return json.dumps({"user_id": self.user_id, "said_at": self.said_at.isoformat(),
+                           "payload": self.payload.to_json(), "turn_id": self.turn_id})
 
     @classmethod
     def from_json(cls, text: str) -> PendingJob:
+        """A spool file, whichever payload version it holds (job_payload.py)."""
         data = json.loads(text)
-        return cls(data["user_id"], datetime.fromisoformat(data["said_at"]), data["payload"], data.get("turn_id"))
+        return cls(data["user_id"], datetime.fromisoformat(data["said_at"]),
+                   FormationPayload.from_json(data["payload"]), data.get("turn_id"))
 
 
 class Written(Enum):
@@ -111,8 +113,8 @@ class Outbox:
 
     async def _write_together(self, job: PendingJob) -> Written:
         """`_write`, shared (group commit): the jobs of turns that end while a write is in flight go together
-        in the next one, one transaction for all (at c=16, ~1 ms of CPU per turn was its job's own
-        transaction). A refused batch is written again job by job, so that only the refused one is set aside."""
+        in the next one, one transaction for all (a transaction per turn costs ~1 ms of CPU each at
+        16 concurrent turns). A refused batch is written again job by job, so that only the refused one is set aside."""
         written: asyncio.Future[Written] = asyncio.get_running_loop().create_future()
         self._waiting.append((job, written))
         if self._writer is None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import replace
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -24,6 +25,7 @@ from .auth import read_user_id
 from .classify import TASK_HEADER, TurnKind, classify, latest_user_text, message_text
 from .errors import BadRequest, MemoryUnavailable, UpstreamError, openai_error
 from .inject import has_client_memory, inject_memories, within_budget
+from .job_payload import FormationPayload, Message, Retrieved
 from .leaks import ScanFailed
 from .memory.evidence import users_part
 from .memory.retrieve import memories_for_turn as retrieve_turn
@@ -191,31 +193,27 @@ async def relay_stream(body: AsyncIterator[bytes], on_end: OnReplyEnd | None = N
                 await on_end(tee.text)
 
 
-def formation_payload(body: dict[str, Any], memories: list[Memory]) -> dict[str, Any]:
+def formation_payload(body: dict[str, Any], memories: list[Memory]) -> FormationPayload:
     """What the formation job needs from the request: the user's message, a little context, and the
     memories already injected (so extraction does not re-learn them)."""
     messages = body["messages"]
     last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=len(messages))
-    context = [f"{m.get('role')}: {message_text(m.get('content'))[:CONTEXT_CHARS]}"
-               for m in messages[max(0, last_user - CONTEXT_MESSAGES):last_user]
-               if m.get("role") in ("user", "assistant")]
-    return {
-        "user_message": users_message(messages)[:MAX_USER_MESSAGE_CHARS],
-        "context": context,
-        "retrieved": [{"id": m.id, "content": m.content} for m in memories],
-        "assistant_reply": "",
-    }
+    context = tuple(Message(m["role"], message_text(m.get("content"))[:CONTEXT_CHARS])
+                    for m in messages[max(0, last_user - CONTEXT_MESSAGES):last_user]
+                    if m.get("role") in ("user", "assistant"))
+    return FormationPayload(user_message=users_message(messages)[:MAX_USER_MESSAGE_CHARS], context=context,
+                            retrieved=tuple(Retrieved(m.id, m.content) for m in memories))
 
 
-async def enqueue_formation(services: Services, user_id: str, payload: dict[str, Any], said_at: datetime,
+async def enqueue_formation(services: Services, user_id: str, payload: FormationPayload, said_at: datetime,
                             assistant_reply: str) -> None:
     """Hand the formation job to the outbox: written now, or held until the database is back."""
     # Redacted here, so that neither the job table nor the memory LLM ever sees a secret; off the event loop
     # (a long turn in a worker process: memory_proxy/scanner.py). A text that could not be scanned in time is not
     # kept: the turn's job is dropped (counted), never stored unchecked.
     try:
-        redacted = await services.scanner.redact_strings(
-            {**payload, "assistant_reply": assistant_reply[:MAX_REPLY_CHARS]})
+        replied = replace(payload, assistant_reply=assistant_reply[:MAX_REPLY_CHARS])
+        redacted = FormationPayload.from_json(await services.scanner.redact_strings(replied.to_json()))
     except ScanFailed as exc:  # the engine failed or the scan took too long: fail closed
         JOB_EVENTS.labels("unscanned").inc()
         log.error("job_unscanned", user_id=user_id, error=type(exc).__name__)  # its message may quote the text

@@ -4,7 +4,8 @@ Runs inside `serve` (WORKER_IN_PROCESS) or as `memory-proxy worker`; any number 
 queue. A job's memory writes and its `done` mark commit together, and only while this worker still
 holds the job's lease, so a crash or a takeover never applies a job twice. Failures are retried with
 exponential backoff until JOB_MAX_ATTEMPTS, then the job is dead (visible, retryable). Every attempt
-logs exactly one `memory_decision` line (seed 001 §4.7) in a fresh log context.
+logs exactly one `memory_decision` line in a fresh log context: one line per attempt says all that
+formation decided and why, so that a turn's outcome can be audited from the logs alone.
 
 Row-level security (store/scope.py): jobs are claimed across users, then everything done for a job — the
 reads that prepare it, its writes, its `done` or failure mark — runs in the scope of the job's user.
@@ -25,6 +26,7 @@ from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from .errors import MemoryUnavailable
+from .job_payload import FormationPayload
 from .memory.embed import Embedder
 from .memory.formation import Formation, Turn, form
 from .memory.llm import WAITING, MemoryLLM
@@ -124,8 +126,8 @@ class Worker:
     @classmethod
     def from_services(cls, services: Services, worker_id: str | None = None) -> Worker:
         """The worker of a running proxy or `memory-proxy worker`: formation and scheduled maintenance as
-        configured. The one way to build it, so that no caller forgets a part (a standalone worker once
-        ran no maintenance)."""
+        configured. The one way to build it, so that no caller forgets a part (a standalone worker without
+        maintenance would leave expired memories in place)."""
         settings = services.settings
         return cls(pool=services.pool, embedder=services.embedder, llm=services.llm, scanner=services.scanner,
                    settings=settings.formation,
@@ -139,7 +141,8 @@ class Worker:
         context = {"job_id": job.id, "user_id": job.user_id, "attempt": job.attempts,
                    "input_message_length": len(job.payload.get("user_message", ""))}
         try:
-            formation = await form(Turn(job.user_id, job.said_at, job.payload), pool=self.pool,
+            payload = FormationPayload.from_json(job.payload)
+            formation = await form(Turn(job.user_id, job.said_at, payload), pool=self.pool,
                                    embedder=self.embedder, llm=self.llm, scanner=self.scanner,
                                    settings=self.settings)
             async with self.pool.connection() as conn, user_scope(conn, job.user_id):

@@ -18,6 +18,7 @@ import pytest
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
+from memory_proxy.job_payload import FormationPayload
 from memory_proxy.memory.content import MAX_MEMORY_BYTES
 from memory_proxy.settings import load_settings
 from memory_proxy.store import jobs, keys, memories
@@ -298,7 +299,7 @@ async def test_export_then_erase_leaves_nothing_of_the_user(client: Any, db: Any
     edited = (await client.patch(f"{API}/memories/{shared}", params=admin(USER_A),
                                  json={"content": "User works at Acme."})).json()
     await client.post(f"{API}/memories/{bun}/pin", params=admin(USER_A))
-    await jobs.enqueue(db, user_id=USER_A, payload={"user_message": "hi"}, said_at=datetime.now(UTC))
+    await jobs.enqueue(db, user_id=USER_A, payload=FormationPayload("hi"), said_at=datetime.now(UTC))
     chat = await client.post("/v1/chat/completions", json=chat_body(RUNTIME_Q), headers=user_headers(USER_A))
     assert bun in chat.headers["x-memory-proxy-memories"]
 

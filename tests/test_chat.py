@@ -134,7 +134,7 @@ async def test_openwebui_memory_context_is_not_injected_twice(client: Any, outsi
 # ---------------------------------------------------------------- memory never breaks chat
 
 async def test_embedder_down_means_the_most_recent_memories_and_a_metric(client: Any, outside: Any, db: Any) -> None:
-    """Search is impossible, so the user's most recent memories stand in (seed 004), whatever the query."""
+    """Search is impossible, so the user's most recent memories stand in, whatever the query."""
     await add_memory(db, USER_A, BUN)
     berlin = await add_memory(db, USER_A, BERLIN)
     outside.routes["embeddings"].mock(side_effect=httpx.ConnectError("refused"))

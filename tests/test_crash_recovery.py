@@ -112,13 +112,14 @@ async def test_a_separate_worker_process_drains_the_queue_and_stops_cleanly(
         database_url: str, tmp_path: Path, fake_outside: tuple[str, FakeMemoryLLM]) -> None:
     from datetime import UTC, datetime
 
+    from memory_proxy.job_payload import FormationPayload
     from memory_proxy.store import jobs
     from memory_proxy.store.database import make_pool
 
     fake_url, _ = fake_outside
     async with make_pool(database_url, 1) as pool, pool.connection() as conn:
         for user in USERS[:3]:
-            await jobs.enqueue(conn, user_id=user, said_at=datetime.now(UTC), payload={"user_message": BUN_MSG})
+            await jobs.enqueue(conn, user_id=user, said_at=datetime.now(UTC), payload=FormationPayload(BUN_MSG))
     env = {**os.environ, "DATABASE_URL": database_url, "MEMORY_PROXY_DATA_DIR": str(tmp_path),
            "EMBEDDING_BASE_URL": fake_url, "MEMORY_LLM_BASE_URL": fake_url, "MISTRAL_API_KEY": "x"}
     process = subprocess.Popen([sys.executable, "-m", "memory_proxy", "worker"], env=env,  # noqa: ASYNC220 — spawning returns at once

@@ -145,12 +145,12 @@ def test_the_users_earlier_words_in_the_chat_count_and_the_assistants_do_not() -
 
 def test_forty_facts_full_of_names_found_nowhere_are_checked_quickly() -> None:
     """A memory-LLM reply of 40 facts of 20 unknown names each, against a 16,000-character message of
-    distinct words: 9 s with difflib and a scan of every word per name, well under a second now."""
+    distinct words: 9 s of CPU with difflib and a scan of every word per name; ~0.2 s with rapidfuzz."""
     import time
 
     said = own_words(" ".join(f"w{i:05d}{'abcdefghij'[i % 10]}ord" for i in range(1600)))
     facts = ["User met " + " ".join(f"Qzx{i}v{j}ertunk" for j in range(20)) + " there" for i in range(40)]
-    started = time.perf_counter()
+    started = time.process_time()  # this process's CPU: other processes' load does not count
     verdicts = [grounding(f, said=said, earlier=[], elsewhere="", said_on=TODAY) for f in facts]
-    assert time.perf_counter() - started < 1.5
+    assert time.process_time() - started < 1.5
     assert verdicts == [None] * 40  # names found nowhere pass as translations; the numbers are the message's

@@ -19,6 +19,7 @@ import pytest
 from benchmarks.formation_quality.proxy_runner import run_proxy
 from benchmarks.formation_quality.scenarios import load_users, split_files
 from benchmarks.formation_quality.score import judge
+from memory_proxy.job_payload import FormationPayload, Retrieved
 from memory_proxy.store import jobs
 from tests.conftest import CHAT, USER_A, add_memory, chat_body, metric, user_headers
 from tests.test_worker import links
@@ -72,9 +73,8 @@ async def test_a_question_restating_an_injected_memory_is_dropped_as_known_not_u
     lyon = await add_memory(db, USER_A, "User lives in Lyon.")
     memory_llm.extract = lambda message: ["User lives in Lyon."]
     known = metric("memory_proxy_facts_dropped_total", reason="known")
-    await jobs.enqueue(db, user_id=USER_A, said_at=datetime.now(UTC), payload={  # as the turn wrote it
-        "user_message": "Any ideas for a walk near where I live?", "context": [],
-        "retrieved": [{"id": lyon, "content": "User lives in Lyon."}], "assistant_reply": ""})
+    await jobs.enqueue(db, user_id=USER_A, said_at=datetime.now(UTC), payload=FormationPayload(  # as the turn wrote it
+        "Any ideas for a walk near where I live?", retrieved=(Retrieved(lyon, "User lives in Lyon."),)))
     assert await worker.run_until_idle() == 1
     assert metric("memory_proxy_facts_dropped_total", reason="known") == known + 1
     assert await links(db, USER_A) == ["User lives in Lyon."]

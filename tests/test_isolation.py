@@ -18,6 +18,7 @@ import psycopg
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
+from memory_proxy.job_payload import FormationPayload
 from memory_proxy.store import jobs, memories, search
 from memory_proxy.store.database import APP_ROLE, make_pool
 from memory_proxy.store.scope import all_users, user_scope
@@ -77,7 +78,7 @@ async def seed(pool: AsyncConnectionPool, rng: np.random.Generator) -> tuple[dic
             some = sorted(owned[user])
             await memories.supersede_memory(conn, user_id=user, old_id=some[0], new_id=some[1], reason="test")
             owned[user].discard(some[0])
-            await jobs.enqueue(conn, user_id=user, payload={"user_message": f"{user} said"},
+            await jobs.enqueue(conn, user_id=user, payload=FormationPayload(f"{user} said"),
                                said_at=datetime.now(UTC))
     return owned, vectors
 

@@ -6,6 +6,7 @@ import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
+from memory_proxy.job_payload import FormationPayload
 from memory_proxy.store import jobs
 from memory_proxy.store.database import make_pool
 from tests.conftest import USER_A, USER_B
@@ -14,7 +15,7 @@ FLOOD = "flooding-user"
 
 
 async def queue(db: Any, user: str, n: int) -> list[int]:
-    return await jobs.enqueue_many(db, [(user, {"user_message": f"turn {i}"}, datetime.now(UTC), None) for i in range(n)])
+    return await jobs.enqueue_many(db, [(user, FormationPayload(f"turn {i}"), datetime.now(UTC), None) for i in range(n)])
 
 
 async def test_one_users_flood_takes_one_slot_and_the_others_go_beside_it(db: Any) -> None:

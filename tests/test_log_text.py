@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import structlog
 
+from memory_proxy.job_payload import FormationPayload
 from memory_proxy.log_text import WITHHELD
 from memory_proxy.observability import configure_logging, log
 from memory_proxy.store import jobs
@@ -44,7 +45,7 @@ HOSTILE = {
 async def test_no_line_of_a_job_quotes_the_memory_llm(db: Any, worker: Any, memory_llm: Any, outside: Any,
                                                        stderr_text: Any, hostile: Any) -> None:
     hostile(memory_llm, outside)
-    await jobs.enqueue(db, user_id=USER_A, said_at=datetime.now(UTC), payload={"user_message": "where is my key?"})
+    await jobs.enqueue(db, user_id=USER_A, said_at=datetime.now(UTC), payload=FormationPayload("where is my key?"))
     worker = Worker(pool=worker.pool, embedder=worker.embedder, llm=worker.llm,  # one attempt: no retry in the run
                     settings=replace(worker.settings, retry_base_s=60), scanner=worker.scanner)
     assert await worker.run_until_idle() == 1

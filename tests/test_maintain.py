@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from memory_proxy.job_payload import FormationPayload
 from memory_proxy.memory.maintain import maintain
 from memory_proxy.settings import MaintenanceSettings
 from memory_proxy.store import jobs, memories
@@ -23,7 +24,7 @@ async def test_retired_memories_done_and_dead_jobs_are_deleted_after_their_reten
     await db.execute("UPDATE users_vectors SET superseded_at = now() - interval '200 days' WHERE vector_id = %s",
                      [old])
     for status, age in [("done", 10), ("done", 1), ("dead", 40), ("dead", 5)]:
-        job_id = await jobs.enqueue(db, user_id=USER_A, said_at=datetime.now(UTC), payload={"user_message": "x"})
+        job_id = await jobs.enqueue(db, user_id=USER_A, said_at=datetime.now(UTC), payload=FormationPayload("x"))
         await db.execute(
             "UPDATE memory_jobs SET status = %s, finished_at = now() - make_interval(days => %s),"
             " run_after = now() - make_interval(days => %s) WHERE id = %s", [status, age, age, job_id])

@@ -12,16 +12,18 @@ from typing import Any
 import psycopg
 import pytest
 
+from memory_proxy.job_payload import FormationPayload
 from memory_proxy.outbox import Outbox, PendingJob
 from memory_proxy.store import jobs
 from memory_proxy.store.database import make_pool
 from tests.conftest import USER_A, USER_B, metric
+from tests.test_job_payload import OLD_CONTEXT, OLD_PAYLOAD
 
 DOWN = "postgresql://postgres@/postgres?host=/nonexistent-socket-dir&connect_timeout=1"
 
 
 def job(user: str, message: str) -> PendingJob:
-    return PendingJob(user, datetime.now(UTC), {"user_message": message})
+    return PendingJob(user, datetime.now(UTC), FormationPayload(message))
 
 
 async def job_rows(database_url: str) -> list[tuple[str, str]]:
@@ -88,6 +90,22 @@ async def test_unreadable_spool_files_are_set_aside_and_old_rejected_ones_delete
         await outbox.flush()
     assert await job_rows(database_url) == [(USER_A, "ok")]
     assert [p.name for p in (tmp_path / "rejected").iterdir()] == ["00000000000000000001-aaaa.json"]
+
+
+async def test_a_spool_file_written_in_the_old_payload_format_is_written_as_the_current_one(
+        database_url: str, tmp_path: Path, ready: asyncio.Event) -> None:
+    """A spool file outlives an upgrade: its flattened "role: text" context lines become messages."""
+    (tmp_path / "00000000000000000001-aaaa.json").write_text(json.dumps(
+        {"user_id": USER_A, "said_at": datetime.now(UTC).isoformat(), "payload": OLD_PAYLOAD,
+         "turn_id": "5f0c6f52-2b8e-4c55-9d7e-3f1f4f0e8a11"}))
+    async with make_pool(database_url, 2) as pool:
+        await Outbox(pool, ready, tmp_path).flush()
+        async with pool.connection() as conn:
+            await conn.execute("SELECT set_config('memory_proxy.all_users', 'on', false)")
+            [(payload,)] = await (await conn.execute("SELECT payload FROM memory_jobs")).fetchall()
+    assert payload["version"] == 2 and payload["user_message"] == OLD_PAYLOAD["user_message"]
+    assert payload["context"] == [{"role": m.role, "content": m.content} for m in OLD_CONTEXT]
+    assert list(tmp_path.glob("*.json")) == []
 
 
 async def test_past_capacity_the_oldest_held_job_is_dropped_from_disk_too(tmp_path: Path,

@@ -126,9 +126,10 @@ def test_card_number_needs_a_valid_luhn_checksum() -> None:
     "aws secret " * 190, "PIN to " * 300,
 ])
 def test_adversarial_input_stays_fast(text: str) -> None:
-    start = time.perf_counter()
+    redact("warm: the rule sets load once")
+    start = time.process_time()  # this process's CPU time: other processes' load on the machine does not count
     redact(text[:2048])
-    assert time.perf_counter() - start < 0.05  # generous: catches catastrophic backtracking, not jitter
+    assert time.process_time() - start < 0.05  # generous: catches catastrophic backtracking, not jitter
 
 
 # A password stated in a language our patterns have no grammar for: the word from Django's translations, then
@@ -244,14 +245,15 @@ def test_redacting_again_changes_nothing(text: str) -> None:
 ])
 def test_16_kb_of_one_pattern_costs_time_linear_in_its_length(unit: str) -> None:
     """A job's text is at most 16,000 characters: any rule that is not linear shows here (a quadratic one takes
-    16 times as long for 4 times the text; the bounds are generous for a busy machine)."""
+    16 times as long for 4 times the text). CPU time of this process, the best of five: other processes' load on
+    a busy machine does not count."""
     def best(size: int) -> float:
         text = (unit * (size // len(unit) + 1))[:size]
         times = []
-        for _ in range(3):
-            start = time.perf_counter()
+        for _ in range(5):
+            start = time.process_time()
             redact(text, found=[])
-            times.append(time.perf_counter() - start)
+            times.append(time.process_time() - start)
         return min(times)
 
     small, large = best(4000), best(16000)

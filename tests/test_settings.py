@@ -1,7 +1,8 @@
 import re
 from dataclasses import MISSING, dataclass, fields, is_dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, get_type_hints
 
 import psycopg
 import pytest
@@ -119,6 +120,19 @@ def test_defaults_in_code_are_the_declared_ones() -> None:
         required = {f.name: getattr(section, f.name) for f in fields(section)
                     if f.default is MISSING and f.default_factory is MISSING}
         assert type(section)(**required) == section, type(section).__name__
+
+
+def test_a_default_is_declared_only_by_its_variable() -> None:
+    """No field holds a default of its own: a section built in code takes what an empty environment gives,
+    so a default written twice cannot drift from the declared one."""
+    def section_fields(cls: type) -> list[Any]:
+        hints = get_type_hints(cls)
+        return [f for field in fields(cls) for f in (section_fields(hints[field.name])
+                if is_dataclass(hints[field.name]) else [field])]
+
+    own = [f.name for f in section_fields(Settings) if f.default is not MISSING
+           or (f.default_factory is not MISSING and not isinstance(f.default_factory, partial))]
+    assert not own, f"fields with a default besides their env() declaration: {own}"
 
 
 def test_the_database_allows_exactly_the_memory_types(database_url: str) -> None:

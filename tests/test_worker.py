@@ -13,9 +13,12 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
+from psycopg.types.json import Jsonb
 from structlog.testing import capture_logs
 
+from memory_proxy.job_payload import FormationPayload
 from memory_proxy.store import jobs
+from memory_proxy.store.scope import in_user_scope
 from tests.conftest import (
     BUN,
     BUN_MSG,
@@ -34,6 +37,7 @@ from tests.conftest import (
     system_text,
     user_headers,
 )
+from tests.test_job_payload import OLD_PAYLOAD
 
 NODE_MSG = "I switched from Bun to Node"
 NODE = "User is a software engineer who uses Node."
@@ -66,6 +70,32 @@ async def test_a_chat_turn_enqueues_one_job_with_the_reply(client: Any, outside:
     [(user, status, payload, attempts)] = await job_rows(db)
     assert (user, status, attempts) == (USER_A, "queued", 0)
     assert payload["user_message"] == BUN_MSG and payload["assistant_reply"] == "Nice, Bun is fast."
+
+
+async def test_a_chat_turn_writes_the_earlier_messages_as_structured_messages(
+        client: Any, outside: Any, db: Any) -> None:
+    outside.routes["chat"].respond(200, json=completion("Nice, Bun is fast."))
+    earlier = [{"role": "user", "content": "Which runtime?"}, {"role": "assistant", "content": "Bun or Node."}]
+    body = chat_body(BUN_MSG)
+    body["messages"][-1:-1] = earlier
+    await client.post(CHAT, json=body, headers=user_headers(USER_A))
+    [(_, _, payload, _)] = await job_rows(db)
+    assert payload["version"] == 2 and payload["context"] == earlier
+    assert FormationPayload.from_json(payload).earlier("assistant") == ["Bun or Node."]
+
+
+async def test_a_job_written_in_the_old_payload_format_is_formed(db: Any, worker: Any, memory_llm: Any) -> None:
+    """A queued or dead job outlives an upgrade: the worker reads the flattened context lines too."""
+    memory_llm.extract = facts_for
+    async with in_user_scope(db, USER_A):
+        await db.execute("INSERT INTO memory_jobs (user_id, payload, said_at) VALUES (%s, %s, now())",
+                         [USER_A, Jsonb(OLD_PAYLOAD)])
+    assert await worker.run_until_idle() == 1
+    assert await links(db, USER_A) == [BUN]
+    [(_, status, _, _)] = await job_rows(db)
+    assert status == "done"
+    [prompt] = [prompt for purpose, prompt in memory_llm.prompts if purpose == "extract"]
+    assert "Node is the safe choice; Bun is faster." in prompt and "assistant: Node" not in prompt
 
 
 async def test_tasks_anonymous_and_failed_turns_enqueue_nothing(client: Any, outside: Any, db: Any) -> None:
@@ -128,7 +158,7 @@ async def test_database_down_mid_run_chat_goes_on_and_the_job_is_written_when_it
     assert (await client.get("/readyz")).status_code == 200
 
 
-# ---------------------------------------------------------------- the seed 001 §6.2 flow
+# ---------------------------------------------------------------- learn, replace, retrieve
 
 async def test_learn_replace_and_retrieve(client: Any, outside: Any, db: Any, worker: Any, memory_llm: Any) -> None:
     memory_llm.extract = facts_for  # no `replaces` pointer: the user's "switched from Bun" is enough
@@ -219,10 +249,10 @@ async def test_flip_flop_an_older_statement_never_replaces_a_newer_one(
     memory_llm.extract = lambda message: [{"fact": BUN, "replaces_text": NODE}] if message == BUN_MSG else [NODE]
     now = datetime.now(UTC)
     # the newer statement (Node, said now) is processed first: nothing to compare with, it is added …
-    await jobs.enqueue(db, user_id=USER_A, said_at=now, payload={"user_message": node_now})
+    await jobs.enqueue(db, user_id=USER_A, said_at=now, payload=FormationPayload(node_now))
     await worker.run_until_idle()
     # … then an older one (Bun, said an hour ago) arrives late: the LLM says replace, the rule says no
-    await jobs.enqueue(db, user_id=USER_A, said_at=now - timedelta(hours=1), payload={"user_message": BUN_MSG})
+    await jobs.enqueue(db, user_id=USER_A, said_at=now - timedelta(hours=1), payload=FormationPayload(BUN_MSG))
     with capture_logs() as logs:
         await worker.run_until_idle()
     assert await links(db, USER_A) == [NODE]
@@ -238,7 +268,7 @@ async def test_a_shared_memory_is_unlinked_only_for_the_user_who_changed(
     bun = await add_memory(db, USER_A, BUN)
     await db.execute("UPDATE vectors SET stated_at = now() - interval '1 day' WHERE id = %s", [bun])
     assert await link_vector(db, USER_B, bun)
-    await jobs.enqueue(db, user_id=USER_A, said_at=datetime.now(UTC), payload={"user_message": NODE_MSG})
+    await jobs.enqueue(db, user_id=USER_A, said_at=datetime.now(UTC), payload=FormationPayload(NODE_MSG))
     await worker.run_until_idle()
     assert await links(db, USER_A) == [NODE] and await links(db, USER_B) == [BUN]
 
@@ -294,7 +324,7 @@ async def test_a_failing_memory_llm_is_retried_then_dead_and_chat_is_unaffected(
 
 async def test_a_busy_memory_llm_server_is_queueing_not_failure(
         env: dict, client: Any, db: Any, memory_llm: Any) -> None:
-    """Issue 26: a local server shared with chat answers formation late. A call that times out gives the job its
+    """A local server shared with chat answers formation late. A call that times out gives the job its
     attempt back and a backoff that grows with the job's age (10 s at first), never a dead job while it is young."""
     from memory_proxy.services import open_services
     from memory_proxy.settings import load_settings
@@ -339,7 +369,7 @@ async def test_a_ten_minute_memory_llm_outage_kills_no_job(db: Any, worker: Any,
     memory_llm.extract = facts_for
     users = [f"user-{n}" for n in range(10)]
     for user in users:
-        await jobs.enqueue(db, user_id=user, said_at=datetime.now(UTC), payload={"user_message": BUN_MSG})
+        await jobs.enqueue(db, user_id=user, said_at=datetime.now(UTC), payload=FormationPayload(BUN_MSG))
     outage(memory_llm, outside.routes["memory_llm"])
     down = metric("memory_proxy_llm_calls_total", purpose="extract", outcome="down")
     rounds = 0
@@ -370,7 +400,7 @@ async def test_a_request_the_memory_llm_refuses_still_spends_attempts(db: Any, w
     from memory_proxy.worker import Worker
 
     outside.routes["memory_llm"].respond(400, json={"error": {"message": "bad request", "type": "invalid_request"}})
-    await jobs.enqueue(db, user_id=USER_A, said_at=datetime.now(UTC), payload={"user_message": BUN_MSG})
+    await jobs.enqueue(db, user_id=USER_A, said_at=datetime.now(UTC), payload=FormationPayload(BUN_MSG))
     worker = Worker(pool=worker.pool, embedder=worker.embedder, llm=worker.llm,  # one attempt per round
                     settings=replace(worker.settings, retry_base_s=60), scanner=worker.scanner)
     for attempt in range(1, worker.settings.max_attempts + 1):
@@ -414,7 +444,7 @@ async def test_a_reply_that_can_never_be_read_is_an_empty_answer_not_a_failed_jo
 async def test_a_job_whose_worker_died_is_taken_over_after_its_lease(
         db: Any, worker: Any, memory_llm: Any) -> None:
     memory_llm.extract = facts_for
-    await jobs.enqueue(db, user_id=USER_A, said_at=datetime.now(UTC), payload={"user_message": BUN_MSG})
+    await jobs.enqueue(db, user_id=USER_A, said_at=datetime.now(UTC), payload=FormationPayload(BUN_MSG))
     [claimed] = await jobs.claim(db, worker_id="dead-worker", limit=5, lease_s=0.05)  # then it "dies"
     assert await worker.run_until_idle() == 0  # its lease is still valid
     await db.execute("UPDATE memory_jobs SET locked_until = now() - interval '1 second'")
@@ -457,7 +487,7 @@ async def test_every_provider_and_mode_forms_memories(env: dict, outside: Any, d
     calls = metric("memory_proxy_llm_calls_total", purpose="extract", outcome="ok")
     tokens = metric("memory_proxy_llm_tokens_total", purpose="extract", kind="prompt")
     await add_memory(db, USER_A, "User lives in Berlin.")
-    await jobs.enqueue(db, user_id=USER_A, said_at=datetime.now(UTC), payload={"user_message": BUN_MSG})
+    await jobs.enqueue(db, user_id=USER_A, said_at=datetime.now(UTC), payload=FormationPayload(BUN_MSG))
     async with open_services(settings, httpx.AsyncClient()) as services:
         worker = Worker(pool=services.pool, embedder=services.embedder, llm=services.llm, scanner=services.scanner,
                         settings=settings.formation)

@@ -35,10 +35,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cache
-from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
+from ..job_payload import FormationPayload
 from ..prompts import load_prompt
 from ..scanner import Scanner
 from ..schemas import FactAttributes, Memory
@@ -81,15 +81,14 @@ class Formation:
 class Turn:
     user_id: str
     said_at: datetime
-    payload: dict[str, Any]
+    payload: FormationPayload
 
 
-def users_words(payload: dict[str, Any]) -> tuple[OwnWords, bool, list[str]]:
+def users_words(payload: FormationPayload) -> tuple[OwnWords, bool, list[str]]:
     """A turn's own words (memory/evidence.own_words), whether they say nothing worth a model call
     (FORMATION_SKIP_TRIVIAL), and the user's own words of the earlier messages the job holds."""
-    said = own_words(payload.get("user_message", ""))
-    earlier = [own_words(line.removeprefix("user: ")).text for line in payload.get("context", [])
-               if line.startswith("user: ")]
+    said = own_words(payload.user_message)
+    earlier = [own_words(text).text for text in payload.earlier("user")]
     return said, contentless(said.text), earlier
 
 
@@ -118,9 +117,8 @@ async def form(turn: Turn, *, pool: AsyncConnectionPool, embedder: Embedder, llm
         formation.resolutions += await _forgotten(turn, said, extraction.forget, pool=pool, embedder=embedder,
                                                   llm=llm, malformed=formation.malformed)
     formation.extracted = len(extraction.facts)
-    context = turn.payload.get("context", [])
-    elsewhere = "\n".join([*(line for line in context if not line.startswith("user: ")), _example_facts()])
-    known = [str(m.get("content", "")) for m in turn.payload.get("retrieved", []) if isinstance(m, dict)]
+    elsewhere = "\n".join([*(m.line() for m in turn.payload.context if m.role != "user"), _example_facts()])
+    known = [m.content for m in turn.payload.retrieved]
     # In a worker process with a deadline (memory_proxy/scanner.py): a reply's facts are scanned for secrets and
     # checked against the user's words, work that grows with what the model wrote. ScanFailed: retried.
     kept, dropped = await scanner.run(kept_facts, extraction.facts, said, earlier, elsewhere, turn.said_at, known)
@@ -279,9 +277,7 @@ def _example_facts() -> str:
     return "\n".join(q for q in quoted if q.startswith("User") or (len(q) > 24 and q[0].isalpha() and "\n" not in q))
 
 
-def _assistant_before(payload: dict[str, Any]) -> str:
-    """The assistant's message just before the user's, from the job's context lines ("assistant: …")."""
-    for line in reversed(payload.get("context", [])):
-        if line.startswith("assistant: "):
-            return line.removeprefix("assistant: ")[:BEFORE_CHARS]
-    return ""
+def _assistant_before(payload: FormationPayload) -> str:
+    """The assistant's message just before the user's, from the job's earlier messages."""
+    replies = payload.earlier("assistant")
+    return replies[-1][:BEFORE_CHARS] if replies else ""

@@ -21,6 +21,7 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
+from ..job_payload import FormationPayload
 from .scope import in_all_users, in_user_scope
 
 CHANNEL = "memory_jobs"  # NOTIFY channel: wakes idle workers as soon as a job is written
@@ -30,17 +31,18 @@ CHANNEL = "memory_jobs"  # NOTIFY channel: wakes idle workers as soon as a job i
 class Job:
     id: int
     user_id: str
-    payload: dict[str, Any]
+    payload: dict[str, Any]  # as stored, of any version: the worker reads it (FormationPayload.from_json), so
+    # that a payload it cannot read fails its own job, not the claim of the others
     said_at: datetime
     attempts: int
 
 
-async def enqueue(conn: AsyncConnection[Any], *, user_id: str, payload: dict[str, Any], said_at: datetime) -> int:
+async def enqueue(conn: AsyncConnection[Any], *, user_id: str, payload: FormationPayload, said_at: datetime) -> int:
     return (await enqueue_many(conn, [(user_id, payload, said_at, None)]))[0]
 
 
 async def enqueue_many(conn: AsyncConnection[Any],
-                       batch: Sequence[tuple[str, dict[str, Any], datetime, str | None]]) -> list[int]:
+                       batch: Sequence[tuple[str, FormationPayload, datetime, str | None]]) -> list[int]:
     """Write (user_id, payload, said_at, turn_id) jobs in one statement, announced once (PostgreSQL folds
     identical notifications): several users' turns that ended together (outbox.py's group commit) in every
     user's scope, one user's in theirs. A job whose turn id is already written is not written again (its
@@ -52,7 +54,7 @@ async def enqueue_many(conn: AsyncConnection[Any],
             " SELECT * FROM unnest(%s::text[], %s::jsonb[], %s::timestamptz[], %s::uuid[])"
             " ON CONFLICT (turn_id) DO NOTHING RETURNING id)"
             " SELECT id, pg_notify(%s, '') FROM job",
-            [[u for u, _, _, _ in batch], [Jsonb(p) for _, p, _, _ in batch], [t for _, _, t, _ in batch],
+            [[u for u, _, _, _ in batch], [Jsonb(p.to_json()) for _, p, _, _ in batch], [t for _, _, t, _ in batch],
              [turn for _, _, _, turn in batch], CHANNEL],
         )
     return [int(row[0]) for row in await cur.fetchall()]
@@ -122,8 +124,8 @@ async def complete(conn: AsyncConnection[Any], *, job_id: int, worker_id: str) -
     if row is None:
         return False
     # Round robin: the user's next job queues behind every job waiting now. Claims take the heads with the
-    # oldest run_after, so without this a user with a backlog kept winning a slot it just freed against a
-    # newer user's job, once as many users with backlogs as slots held them all (benchmarks.flood: 60 s).
+    # oldest run_after, so without this a user with a backlog would win every slot it frees against a newer
+    # user's job whenever as many users with backlogs as slots hold them all (benchmarks.flood measures it).
     await conn.execute(
         "UPDATE memory_jobs SET run_after = greatest(run_after, clock_timestamp())"
         " WHERE id = (SELECT min(id) FROM memory_jobs WHERE user_id = %s AND status = 'queued')", [row[0]])

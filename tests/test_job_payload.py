@@ -1,0 +1,43 @@
+"""The formation job's payload record (memory_proxy/job_payload.py): the current version round-trips, and every
+earlier version a queue, a spool file or a dead job may still hold is read."""
+
+import pytest
+
+from memory_proxy.job_payload import VERSION, FormationPayload, Message, Retrieved
+
+# A job as the code before the versioned payload wrote it, copied from memory_jobs: no `version`, the
+# earlier messages flattened into "role: text" lines. test_worker.py and test_outbox.py read it too.
+OLD_PAYLOAD = {"user_message": "I'm a software engineer and I use Bun", "context": [
+    "user: Which runtime should I pick for my side projects?",
+    "assistant: Node is the safe choice; Bun is faster. What do you use today?"],
+    "retrieved": [{"id": "v-1", "content": "User lives in Lyon."}], "assistant_reply": "Nice, Bun is fast."}
+OLD_CONTEXT = (Message("user", "Which runtime should I pick for my side projects?"),
+               Message("assistant", "Node is the safe choice; Bun is faster. What do you use today?"))
+
+
+def test_the_old_flattened_payload_reads_as_structured_messages() -> None:
+    payload = FormationPayload.from_json(OLD_PAYLOAD)
+    assert payload == FormationPayload("I'm a software engineer and I use Bun", OLD_CONTEXT,
+                                       (Retrieved("v-1", "User lives in Lyon."),), "Nice, Bun is fast.")
+    assert payload.earlier("assistant") == [OLD_CONTEXT[1].content]
+    assert [m.line() for m in payload.context] == OLD_PAYLOAD["context"]  # the same text, read either way
+
+
+def test_the_current_version_round_trips_with_a_colon_in_the_text() -> None:
+    payload = FormationPayload("note: I use Bun", (Message("user", "assistant: is a word too"),),
+                               assistant_reply="ok")
+    written = payload.to_json()
+    assert written["version"] == VERSION and written["context"] == [{"role": "user",
+                                                                     "content": "assistant: is a word too"}]
+    assert FormationPayload.from_json(written) == payload
+
+
+def test_a_done_jobs_emptied_payload_reads_as_empty() -> None:
+    assert FormationPayload.from_json({}) == FormationPayload("")
+
+
+@pytest.mark.parametrize("raw", [{"version": VERSION + 1, "user_message": "x"}, ["user: x"],
+                                 {"version": 2, "context": ["user: x"]}])
+def test_a_payload_this_code_cannot_read_is_refused(raw: object) -> None:
+    with pytest.raises((ValueError, TypeError)):
+        FormationPayload.from_json(raw)
