@@ -91,11 +91,8 @@ def _only(identity: str, named: str | None) -> str:
 
 # ---------------------------------------------------------------- input
 
-def _attributes(services: Services, memory_type: str, stated_at: datetime, old: dict[str, Any] | None = None
-                ) -> FactAttributes:
-    return FactAttributes(memory_type=memory_type, importance=(old or {}).get("importance"),
-                          confidence=(old or {}).get("confidence"),
-                          expires_at=services.settings.formation.expiry(memory_type, stated_at))
+def _attributes(services: Services, memory_type: str, stated_at: datetime) -> FactAttributes:
+    return FactAttributes(memory_type=memory_type, expires_at=services.settings.formation.expiry(memory_type, stated_at))
 
 
 async def _embed(services: Services, content: str, stated_at: datetime) -> list[float]:
@@ -211,7 +208,7 @@ async def edit_memory(services: NamedDependency[Services], user_id: NamedDepende
             try:
                 new_id = await manage.edit_memory(
                     conn, user_id, memory_id, content=content, embedding=embedding, model=services.embedder.model,
-                    attributes=_attributes(services, memory_type, stated_at, old), reason=reason,
+                    attributes=_attributes(services, memory_type, stated_at), reason=reason,
                     max_versions=services.settings.formation.max_versions)
             except manage.EditConflict as exc:
                 raise Conflict(str(exc), param="content") from exc

@@ -3,9 +3,10 @@
 
 JSON: `{"format": "memory-proxy/memories", "version": 1, "user_id", "exported_at", "memories"` (active),
 `"history"` (superseded, deleted and expired versions), `"updates"` (the user's audit rows), `"jobs"`
-(pending formation jobs)}, dates in ISO 8601. A memory holds what it is (text, type, pin, dates,
-importance, confidence, expiry, use counts), never its vector: an import re-embeds with the configured
-embedder, so an export moves between models and installations. An import reads `memories` only.
+(pending formation jobs)}, dates in ISO 8601. A memory holds what it is (text, type, pin, dates, expiry,
+use counts), never its vector: an import re-embeds with the configured embedder, so an export moves
+between models and installations. An import reads `memories` only, and of each only the fields above
+(fields it does not know, such as an older export's `importance` and `confidence`, are ignored).
 Markdown: the same document for people to read.
 """
 
@@ -60,8 +61,6 @@ def read(export: Any) -> tuple[str | None, list[dict[str, Any]]]:
             "memory_type": m.get("memory_type") or "preference",
             "pinned": bool(m.get("pinned")),
             "stated_at": datetime.fromisoformat(m["stated_at"]) if m.get("stated_at") else None,
-            "importance": m.get("importance"),
-            "confidence": m.get("confidence"),
             "expires_at": datetime.fromisoformat(m["expires_at"]) if m.get("expires_at") else None,
         })
     user_id = export.get("user_id")

@@ -40,9 +40,7 @@ class SearchHit:
 
 @dataclass(frozen=True, slots=True)
 class FactAttributes:
-    """What extraction says of a fact, stored with it (vectors.memory_type, importance, confidence)."""
+    """What extraction says of a fact, stored with it (vectors.memory_type, expires_at)."""
 
     memory_type: str = "preference"
-    importance: int | None = None
-    confidence: float | None = None
     expires_at: datetime | None = None

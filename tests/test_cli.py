@@ -289,7 +289,7 @@ def _store(database_url: str, user: str, content: str, *, model: str = "mistral-
     with psycopg.connect(database_url) as conn:
         vector_id = f"v-{abs(hash((user, content))):x}"
         conn.execute("INSERT INTO vectors (id, embedding, embedding_model, content, stated_at, memory_type,"
-                     " importance, confidence, expires_at) VALUES (%s, %s::real[]::vector, %s, %s, %s, %s, 7, 0.9, %s)",
+                     " expires_at) VALUES (%s, %s::real[]::vector, %s, %s, %s, %s, %s)",
                      [vector_id, vector_for(content), model, content, stated_at, memory_type, expires_at])
         conn.execute("INSERT INTO users_vectors (user_id, vector_id, content_key, embedding_model, embedding_bq,"
                      " search_text, pinned) SELECT %s, id, content_key, embedding_model, binary_quantize(embedding),"
@@ -339,11 +339,11 @@ def test_memories_export_and_import_round_trip(env: dict, outside: Any, database
     assert "0 memories imported for user-a, 2 already present" in capsys.readouterr().out
     with psycopg.connect(database_url) as conn:
         rows = conn.execute(
-            "SELECT v.content, v.memory_type, uv.pinned, v.stated_at::date::text, v.importance, v.embedding_model"
+            "SELECT v.content, v.memory_type, uv.pinned, v.stated_at::date::text, v.embedding_model"
             " FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id WHERE uv.user_id = %s ORDER BY 1",
             [USER_B]).fetchall()
-    assert rows == [("User lives in Berlin.", "identity", True, "2026-03-02", 7, "mistral-embed"),
-                    ("User prefers tea.", "preference", False, "2025-12-24", 7, "mistral-embed")]
+    assert rows == [("User lives in Berlin.", "identity", True, "2026-03-02", "mistral-embed"),
+                    ("User prefers tea.", "preference", False, "2025-12-24", "mistral-embed")]
 
 
 def test_memories_import_refuses_what_is_not_an_export(env: dict, tmp_path: Path, monkeypatch, capsys) -> None:

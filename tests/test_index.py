@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 from memory_proxy.memory import index as index_module
-from memory_proxy.memory import late
+from memory_proxy.memory import late, user_index
 from memory_proxy.memory.index import Indexes, UserIndex
 from memory_proxy.memory.retrieve import retrieve_memories
 from memory_proxy.settings import load_settings
@@ -160,7 +160,7 @@ async def test_memory_is_bounded_least_recently_searched_first(db: Any, database
     users = [f"user-{i}" for i in range(10)]
     for user in users:
         await seed(db, user, 5)
-    monkeypatch.setattr(index_module, "ROW_OVERHEAD_BYTES", 0)
+    monkeypatch.setattr(user_index, "ROW_OVERHEAD_BYTES", 0)
     one_user = 5 * 1024 * 4
     async with make_pool(database_url, 2) as pool:
         held = Indexes(pool, model=MODEL, budget_bytes=int(8.5 * one_user))  # 8 users (one may take an eighth)
@@ -255,7 +255,7 @@ def test_the_late_interaction_arm_adds_its_rank_to_the_candidates_fused_scores(m
     stopwords = held.search(basis((3, 1.0)), "berlin", word_states=np.zeros((0, 1024), dtype=np.float32),
                             late_weight=8.0, **options)
     assert stopwords.late_weight == 0.0  # a query of stop words only: the arm did not run
-    monkeypatch.setattr(index_module, "LATE_MAX_MEMORIES", 3)  # a user grown too big for it: none computed or held
+    monkeypatch.setattr(user_index, "LATE_MAX_MEMORIES", 3)  # a user grown too big for it: none computed or held
     too_big = UserIndex.of(list(again.rows), MODEL, tokenize, base=again)
     assert too_big.tokens == [None] * 4 and len(seen) == 5 and too_big.nbytes < again.nbytes
 

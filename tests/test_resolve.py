@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from memory_proxy.memory.llm import MemoryLLM
-from memory_proxy.memory.resolve import decide, forgotten, relate, relations_model
+from memory_proxy.memory.resolve import forgotten, proposals, relate, relations_model
 from memory_proxy.prompts import load_prompt
 from memory_proxy.schemas import Memory
 from memory_proxy.settings import load_settings
@@ -46,8 +46,8 @@ def test_the_relations_schema_names_every_candidate_so_a_grammar_makes_the_model
     ({}, "add", None),
 ])
 def test_one_action_from_the_relations(relations: dict, action: str, target: str | None) -> None:
-    chosen, memory, _ = decide(memories("User has a dog.", "User lives in Lyon."), relations)
-    assert (chosen, memory.id if memory else None) == (action, target)
+    found = proposals(memories("User has a dog.", "User lives in Lyon."), relations)
+    assert ((found[0][1], found[0][2].id) if found else ("add", None)) == (action, target)
 
 
 def _llm(answers: list[object], sent: list[dict]) -> tuple[MemoryLLM, httpx.AsyncClient]:

@@ -178,6 +178,23 @@ async def test_a_pinned_memory_imported_from_an_export_is_pinned_and_audited(db:
     assert audit == [("pin", new_id, new_id)]
 
 
+async def test_an_export_holding_importance_and_confidence_still_imports(db: Any) -> None:
+    """Exports written while memories had an importance and a confidence (never set, dropped by 0011)."""
+    from memory_proxy.export import read
+    from memory_proxy.store.transfer import active_memories, import_memory
+
+    _, [memory] = read({"format": "memory-proxy/memories", "version": 1, "memories": [
+        {"content": "User prefers tea.", "memory_type": "preference", "pinned": False,
+         "stated_at": "2025-12-24T08:00:00+00:00", "importance": 7, "confidence": 0.9}]})
+    assert await import_memory(db, user_id=USER_A, memory=memory, embedding=vector_for(memory["content"]),
+                               model="mistral-embed")
+    [stored] = await active_memories(db, USER_A)
+    assert stored["content"] == "User prefers tea." and stored["stated_at"].year == 2025
+    assert not {"importance", "confidence"} & set(stored)
+    cur = await db.execute("SELECT column_name FROM information_schema.columns WHERE table_name = 'vectors'")
+    assert not {"importance", "confidence"} & {name for (name,) in await cur.fetchall()}
+
+
 def test_every_pin_change_goes_through_the_one_audited_function() -> None:
     import re
     from pathlib import Path

@@ -2,9 +2,9 @@
 
 Facts are stored in the third person ("User moved to Berlin.") and embedded after the date of the
 statement, "[2 March 2026] User moved to Berlin.": on LoCoMo a date and speaker prefix took MiniLM's
-R@5 from 21.9 to 39.8, and the same date as a suffix reached only 36.0 (docs/BENCHMARKS.md). The stored text stays the bare fact (the
-injected line shows the date separately), so the exact-duplicate guard still sees the same fact said on
-two days as one.
+R@5 from 21.9 to 39.8, and the same date as a suffix reached only 36.0 (`python -m benchmarks.locomo`,
+against its `-bare` ablations). The stored text stays the bare fact (the injected line shows the date
+separately), so the exact-duplicate guard still sees the same fact said on two days as one.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A cheap text check that saves work without any model call.
 
 `contentless(text)`: no word at all, or only acknowledgements and greetings ("ok", "thanks", "yes please",
-"merci"). Selective retrieval (seed 003) skips the query tier for such a turn (the always-on tier is still
+"merci"). Selective retrieval skips the query tier for such a turn (the always-on tier is still
 injected), and formation makes no LLM call for it (FORMATION_SKIP_TRIVIAL). It decides nothing about
 meaning beyond "there is nothing here": a message with any other word goes to the model, in any language,
 so a word missing from the list costs one LLM call, never a fact. The list is mostly English, with the

@@ -42,7 +42,6 @@ DIMENSIONS = 384
 MAX_TOKENS = 256  # all-MiniLM-L6-v2's max_seq_length (sentence_bert_config.json)
 BATCH_SIZE = 64
 TOKENIZER_PATH = Path(__file__).with_name("minilm_tokenizer.json")
-MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 
 
 def _model_path() -> Path:

@@ -1,4 +1,4 @@
-"""Maintenance over all users or one (seed 000): expire TTLs, merge near-duplicates, prune stale memories,
+"""Maintenance over all users or one: expire TTLs, merge near-duplicates, prune stale memories,
 and delete what is past its retention (HISTORY_RETENTION_DAYS, JOB_RETENTION_DAYS, DEAD_JOB_RETENTION_DAYS).
 
 Run by a worker every MAINTENANCE_INTERVAL_SECONDS (one worker at a time: a PostgreSQL advisory lock)

@@ -4,7 +4,7 @@
                                                    1 = first in every arm that ran)
     recency   = 1                                  pinned, or a type that never decays
               = 0.5 ** (age_days / half_life)      age: days since the memory was last used, or stated
-    frequency = min(access_count / 20, 1)          (seed 002)
+    frequency = min(access_count / 20, 1)          (20 uses: as frequent as it gets)
     score     = w_rel · relevance + w_rec · recency + w_freq · frequency
 
 Minimum score (RETRIEVAL_MIN_SCORE) keeps one meaning whatever the fusion: it is a floor on the cosine
@@ -30,6 +30,7 @@ import numpy as np
 
 from ..schemas import Memory, SearchHit
 from ..settings import RankingSettings
+from ..store import scoring
 
 FREQUENCY_SATURATION = 20  # uses after which frequency counts in full
 MIN_TERM_SHARE = 0.5  # share of the query's words that qualifies a memory below the cosine floor
@@ -66,7 +67,7 @@ def relevance(hit: SearchHit, best: float) -> float:
 def best_fused(mode: str, settings: RankingSettings, late_weight: float = 0.0) -> float:
     """First in every arm that ran (late_weight: the late-interaction arm's, when it ran: memory/late.py)."""
     weight = {"hybrid": 1.0 + settings.text_weight, "vector": 1.0, "text": settings.text_weight}[mode]
-    return (weight + late_weight) / (settings.rrf_k + 1)
+    return scoring.rrf(weight + late_weight, 1, settings.rrf_k)
 
 
 def score(hit: SearchHit, *, best: float, now: datetime, settings: RankingSettings) -> float:

@@ -1,11 +1,11 @@
-"""What a new fact does to the user's memories (seed 001 §4.6), and what a request to forget names: both
+"""What a new fact does to the user's memories, and what a request to forget names: both
 judged by the memory LLM in narrow, grammar-constrained calls, because only a model reads meaning in
 every language ("is an accountant at Orvel" → "joined a start-up called Pinecrest" shares no word).
 
 - `relate(llm, fact, candidates)`: one call per new fact, over its nearest memories: each is `same`,
   `updates` (changed, corrected, contradicted: no longer true), `detail` (the new fact says it with more
-  detail) or `unrelated`. `decide` turns the answer into one action: replace the first memory it updates,
-  else refine the first it details, else ignore when one says the same, else add.
+  detail) or `unrelated`. `proposals` orders the answer into actions: replace the first memory it updates,
+  else refine the first it details, else ignore when one says the same; with none, the fact is added.
 - `forgotten(llm, request, what, candidates)`: one call; the numbers of the candidates the request names.
 - `check(llm, question, given)`: one yes/no question, the narrowest call there is. A small model
   answering for many candidates at once says `updates` far too often (on the test split, 119 replaces
@@ -143,12 +143,6 @@ def proposals(candidates: list[Memory], relations: dict[int, Relation]
     """What the model's relations propose, strongest first: updates, then details, then the same."""
     return [(relation, action, memory, why) for relation, action, why in _ORDER
             for number, memory in enumerate(candidates, 1) if relations.get(number) == relation]
-
-
-def decide(candidates: list[Memory], relations: dict[int, Relation]) -> tuple[Action, Memory | None, str]:
-    """One action for a new fact from its relations to the candidates, unconfirmed (the first proposal)."""
-    found = proposals(candidates, relations)
-    return (found[0][1], found[0][2], found[0][3]) if found else ("add", None, "new information")
 
 
 async def check(llm: MemoryLLM, question: str, given: str) -> bool:

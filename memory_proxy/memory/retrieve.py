@@ -1,19 +1,19 @@
 """Retrieval for one chat turn: two tiers of memories, within a time budget, in one database round trip.
 
-- always-on tier: the user's pinned and identity memories, read without any search (seed 003's
+- always-on tier: the user's pinned and identity memories, read without any search (a
   pre-fetch): the assistant always knows who it talks to;
 - query tier: the user's memories for this message, by hybrid search (store/search.py) and ranking
   (memory/rank.py). Skipped for contentless messages ("ok", "thanks": selective retrieval). When the
-  user has five or fewer memories, all of them, newest first (no search can beat "all"; seed 004); when
-  the embedder fails or is slow, the most recent memories instead (seed 004's fallback) — and, once it has
+  user has five or fewer memories, all of them, newest first (no search can beat "all"); when
+  the embedder fails or is slow, the most recent memories instead (the fallback tier) — and, once it has
   failed repeatedly, without asking it for a while (the embedder's breaker, memory_proxy/breaker.py: a hung
   embedder then costs a turn milliseconds, not its embedding share of the budget).
 
 The query is embedded first, then both tiers and the search candidates are read at once: from the user's
 in-process index when this process holds it (memory/index.py; then one primary-key read confirms that
-the candidates are still active: `_still_active`), else by one statement in PostgreSQL (store/search.py;
-it used to be two statements on two connections, the tiers read beside the embedding: one round trip and
-one transaction less per turn cost less CPU than the overlap saved time).
+the candidates are still active: `_still_active`), else by one statement in PostgreSQL (store/search.py:
+one statement after the embedding, rather than the tiers read on a second connection beside it, because
+one round trip and one transaction less per turn save more CPU than the overlap would save time).
 
 `retrieve_memories` raises only `MemoryUnavailable`, whose reason names the phase that failed and how
 (`embedder_error`, `embedder_timeout`, `database_error`, `database_timeout`); `memories_for_turn`

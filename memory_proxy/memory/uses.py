@@ -1,8 +1,8 @@
 """Use counts of injected memories (ranking's frequency and recency), written in batches.
 
-A turn that injects memories counts one use of each. Counting used to be one UPDATE per turn, in a task
-after the reply: a write transaction per chat turn on the busiest path. The counts are now added up in
-memory and written by one statement every FLUSH_S for all users (and at stop). A count lost to a crash
+A turn that injects memories counts one use of each. The counts are added up in memory and written by one
+statement every FLUSH_S for all users (and at stop), not by one UPDATE per turn: that would be a write
+transaction per chat turn on the busiest path. A count lost to a crash
 only nudges ranking; the pending map is bounded (MAX_PENDING links; beyond it, uses are not counted).
 """
 

@@ -1,4 +1,4 @@
-"""Maintenance SQL for one user (seed 000): expire, merge near-duplicates, prune stale memories.
+"""Maintenance SQL for one user: expire, merge near-duplicates, prune stale memories.
 
 Nothing is destroyed: a retired memory's link is marked superseded (by its twin for a merge, by nothing
 for an expiry or a prune) and audited in memory_updates with the action, so it stays in the user's

@@ -23,11 +23,10 @@ from . import memories
 from .scope import all_users, user_scope
 from .search import LIVE as _LIVE
 
-_COLUMNS = (f"v.id, v.content, v.memory_type, uv.pinned, v.importance, v.confidence, uv.created_at, v.stated_at,"
-            f" v.expires_at, uv.access_count, uv.last_accessed_at, uv.superseded_at, uv.superseded_by,"
-            f" uv.superseded_at IS NULL AND {_LIVE}")
-_NAMES = ("id", "content", "memory_type", "pinned", "importance", "confidence", "created_at", "stated_at",
-          "expires_at", "access_count", "last_accessed_at", "superseded_at", "superseded_by", "active")
+_COLUMNS = (f"v.id, v.content, v.memory_type, uv.pinned, uv.created_at, v.stated_at, v.expires_at, uv.access_count,"
+            f" uv.last_accessed_at, uv.superseded_at, uv.superseded_by, uv.superseded_at IS NULL AND {_LIVE}")
+_NAMES = ("id", "content", "memory_type", "pinned", "created_at", "stated_at", "expires_at", "access_count",
+          "last_accessed_at", "superseded_at", "superseded_by", "active")
 _FROM = "FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id WHERE uv.user_id = %(user)s"
 _UPDATE_COLUMNS = "id::text, action, reason, old_vector_id, new_vector_id, created_at"
 _UPDATE_NAMES = ("id", "action", "reason", "old_id", "new_id", "created_at")

@@ -20,9 +20,9 @@ from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
 from ..scanner import SMALL_TEXT_CHARS, redact_small
-from ..schemas import FactAttributes, Memory
+from ..schemas import FactAttributes
 from .scope import in_all_users, in_user_scope
-from .search import MEMORY_COLUMNS, as_vector, memory
+from .search import as_vector
 
 MAX_REASON_CHARS = 500  # of an audit row's reason: the API refuses a longer one, other writers are cut
 
@@ -38,9 +38,9 @@ async def insert_vector(conn: AsyncConnection[Any], *, content: str, embedding: 
     facts = attributes or FactAttributes()
     await conn.execute(
         "INSERT INTO vectors (id, embedding, embedding_model, content, metadata, stated_at, memory_type,"
-        " importance, confidence, expires_at) VALUES (%s, %s, %s, %s, %s, coalesce(%s, now()), %s, %s, %s, %s)",
+        " expires_at) VALUES (%s, %s, %s, %s, %s, coalesce(%s, now()), %s, %s)",
         [vector_id, as_vector(embedding), model, content, Jsonb(metadata or {"type": "memory"}), stated_at,
-         facts.memory_type, facts.importance, facts.confidence, facts.expires_at],
+         facts.memory_type, facts.expires_at],
     )
     return vector_id
 
@@ -107,19 +107,6 @@ async def find_same_text(conn: AsyncConnection[Any], user_id: str, content: str)
             " AND superseded_at IS NULL", [user_id, content])
     row = await cur.fetchone()
     return str(row[0]) if row else None
-
-
-async def replaced_memories(conn: AsyncConnection[Any], user_id: str, limit: int = 20) -> list[tuple[Memory, str]]:
-    """The user's memories that another, still active memory replaced (newest first), each with the id
-    of that replacement: what "I'm back to …" can bring back."""
-    async with in_user_scope(conn, user_id):
-        cur = await conn.execute(
-            f"SELECT {MEMORY_COLUMNS}, uv.superseded_by FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id"
-            " JOIN users_vectors now ON now.user_id = uv.user_id AND now.vector_id = uv.superseded_by"
-            " WHERE uv.user_id = %s AND uv.superseded_at IS NOT NULL AND now.superseded_at IS NULL"
-            " ORDER BY uv.superseded_at DESC LIMIT %s", [user_id, limit])
-        rows = await cur.fetchall()
-    return [(memory(row[:-1]), str(row[-1])) for row in rows]
 
 
 async def record_uses(conn: AsyncConnection[Any], uses: Sequence[tuple[str, str, int, datetime]]) -> None:

@@ -6,21 +6,16 @@ One statement returns, for a user and a query:
 - with a query vector, the best `limit` candidates of the hybrid search, by fused rank:
   - vector arm: the user's SEARCH_CANDIDATES nearest active links by Hamming distance of their binary
     codes (an index-only scan, db/migrations/0003), plus the global memories while the user has fewer
-    than 5 of their own (cold start, seed 001 §4.5), re-ranked by exact cosine (`= ANY(ARRAY(...))`, so
+    than COLD_START_THRESHOLD of their own (cold start), re-ranked by exact cosine (`= ANY(ARRAY(...))`, so
     `vectors` is only probed by primary key). Vectors of another model or dimension are never compared.
   - text arm: BM25 over the user's own memories, from the per-user postings of db/migrations/0007
-    (`memory_terms`, an index-only read per query word). Words that more than half of the user's
-    memories hold are dropped before scoring (COMMON_TERM_SHARE): their BM25 weight is near zero, and
-    they were the text arm's whole cost (a word in every one of 10,000 memories scored 10,000 rows);
-    a word is scored in at most POSTINGS_PER_TERM memories.
-  - the arms fused by weighted reciprocal rank fusion, Σ weight / (k + rank);
+    (`memory_terms`, an index-only read per query word), words most memories hold dropped; a word is
+    scored in at most POSTINGS_PER_TERM memories.
+  - the arms fused by weighted reciprocal rank fusion;
   - for each candidate, its similarity to every candidate (MMR's redundancy, memory/rank.py), from the
     binary codes: cos(π · hamming / bits), 30 × 30 small numbers instead of 30 vectors of 4 KB.
-
-BM25 (Robertson & Zaragoza 2009), with the document frequencies of the user's own memories:
-    idf(t)  = ln(1 + (N − df(t) + 0.5) / (df(t) + 0.5))
-    bm25(d) = Σ_t idf(t) · tf · (k1 + 1) / (tf + k1 · (1 − b + b · dl / avgdl)),  k1 = 1.2, b = 0.75
-N is the user's active memories, dl a memory's word count (its tsvector's length), avgdl their mean.
+The formulas, the tiers' sizes and the cold-start threshold are store/scoring.py's, which the in-process
+index (memory/index.py) ranks with too.
 """
 
 from __future__ import annotations
@@ -33,19 +28,31 @@ import numpy as np
 from psycopg import AsyncConnection
 
 from ..schemas import Memory, SearchHit
+from . import scoring
 from .scope import in_user_scope
+from .scoring import (
+    ALWAYS_ON_LIMIT,
+    BM25_B,
+    BM25_K1,
+    COLD_START_THRESHOLD,
+    COMMON_TERM_SHARE,
+    RECENT_LIMIT,
+    Sql,
+)
 
 SEARCH_CANDIDATES = 200  # binary-code neighbours re-ranked by exact cosine (recall@10 1.000 at 10,000)
-COLD_START_THRESHOLD = 5  # users with fewer memories of their own also see the global ones
-ALWAYS_ON_LIMIT = 20  # pinned and identity memories read for the always-on tier
-RECENT_LIMIT = 10  # most recent memories: the fallback tier (seed 004); bounds RETRIEVAL_INJECT_ALL_BELOW
-COMMON_TERM_SHARE = 0.5  # query words held by more of the user's memories than this are not scored
 POSTINGS_PER_TERM = 500  # memories scored per query word at most (~6 µs each): an arbitrary 500 of a
 #                          word more common than that (its BM25 weight is low; rarer words still rank)
-BM25_K1, BM25_B = 1.2, 0.75
 
 LIVE = "(v.expires_at IS NULL OR v.expires_at > now() OR uv.pinned)"  # not expired, or pinned
 MEMORY_COLUMNS = "v.id, v.content, v.created_at, v.stated_at, v.memory_type, coalesce(uv.pinned, false)"
+
+# store/scoring.py's formulas written as SQL over the statement's columns and parameters
+_USERS_MEMORIES = Sql("(SELECT n FROM stats)")
+_BM25 = scoring.bm25(scoring.idf(_USERS_MEMORIES, Sql("t.df")), Sql("p.tf"), Sql("p.dl"),
+                     Sql("(SELECT avgdl FROM stats)"), Sql("%(k1)s"), Sql("%(b)s"))
+_MOST_HOLDERS = scoring.most_holders(_USERS_MEMORIES, Sql("%(common)s"))
+_RRF = scoring.rrf(Sql("weight"), Sql("rank"), Sql("%(rrf_k)s"))
 
 _STATEMENT = """
 WITH
@@ -75,14 +82,11 @@ terms AS (  -- the query's words that some but at most COMMON_TERM_SHARE of the 
     SELECT l.lexeme, l.df FROM memory_lexicon l
     WHERE %(use_text)s AND l.user_id = %(user_id)s
       AND l.lexeme = ANY(tsvector_to_array(to_tsvector('english', %(text)s)))
-      AND l.df <= greatest(%(common)s * (SELECT n FROM stats), 1)
+      AND l.df <= """ + str(_MOST_HOLDERS) + """
 ),
 txt AS (
     SELECT id, matched, row_number() OVER (ORDER BY bm25 DESC, id) AS rank FROM (
-        SELECT p.vector_id AS id, count(*) AS matched, sum(
-            ln(1 + ((SELECT n FROM stats) - t.df + 0.5) / (t.df + 0.5))
-            * p.tf * (%(k1)s + 1) / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.dl / (SELECT avgdl FROM stats)))
-        ) AS bm25
+        SELECT p.vector_id AS id, count(*) AS matched, sum(""" + str(_BM25) + """) AS bm25
         FROM terms t CROSS JOIN LATERAL (  -- at most POSTINGS_PER_TERM per word: a bounded cost
             SELECT vector_id, tf, dl FROM memory_terms WHERE user_id = %(user_id)s AND lexeme = t.lexeme
             LIMIT %(postings)s) p
@@ -90,7 +94,7 @@ txt AS (
     ) scored ORDER BY bm25 DESC, id LIMIT %(n)s
 ),
 fused AS (
-    SELECT id, sum(weight / (%(rrf_k)s + rank)) AS fused, min(distance) AS distance
+    SELECT id, sum""" + str(_RRF) + """ AS fused, min(distance) AS distance
     FROM (SELECT id, rank, %(w_vector)s::float8 AS weight, distance FROM vec
           UNION ALL SELECT id, rank, %(w_text)s::float8, NULL FROM txt) ranks GROUP BY id
 ),
@@ -206,8 +210,8 @@ async def search(
         # (one heap page per memory) to the index-only scan of users_vectors_search (db/migrations/0003).
         await conn.execute("SELECT set_config('enable_bitmapscan', 'off', true)")  # this transaction only
         # Prepared by psycopg after 5 runs (its default): planning this statement costs ~2.5 ms, and at
-        # 1,000 memories the generic plan ran in 9.9 ms where one planned per call took 13.8 (store
-        # benchmark: faster at 100 and 1,000 memories, slower at 10,000; docs/BENCHMARKS.md §2).
+        # 1,000 memories the generic plan ran in 9.9 ms where one planned per call took 13.8 (the store
+        # benchmark, benchmarks/retrieval.py: faster at 100 and 1,000 memories, slower at 10,000).
         cur = await conn.execute(_STATEMENT, params, binary=True)
     found = Found()
     for row in await cur.fetchall():

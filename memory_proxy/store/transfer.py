@@ -19,16 +19,14 @@ from .scope import in_user_scope
 from .search import LIVE
 
 _ACTIVE = f"""
-SELECT v.id, v.memory_type, uv.pinned, v.stated_at, v.content, v.importance, v.confidence, v.expires_at,
-       uv.created_at
+SELECT v.id, v.memory_type, uv.pinned, v.stated_at, v.content, v.expires_at, uv.created_at
 FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id
 WHERE uv.user_id = %(user_id)s AND uv.superseded_at IS NULL
   AND {LIVE}
 ORDER BY v.stated_at DESC, v.id
 LIMIT %(limit)s
 """
-_COLUMNS = ("id", "memory_type", "pinned", "stated_at", "content", "importance", "confidence", "expires_at",
-            "created_at")
+_COLUMNS = ("id", "memory_type", "pinned", "stated_at", "content", "expires_at", "created_at")
 
 
 async def active_memories(conn: AsyncConnection[Any], user_id: str, *,
@@ -43,8 +41,7 @@ async def import_memory(conn: AsyncConnection[Any], *, user_id: str, memory: dic
                         embedding: Sequence[float], model: str) -> str | None:
     """Store one exported memory for `user_id` in one transaction (pinned as it was); None when the user
     already holds the same text (skipped, left as it is)."""
-    attributes = FactAttributes(memory_type=memory["memory_type"], importance=memory["importance"],
-                                confidence=memory["confidence"], expires_at=memory["expires_at"])
+    attributes = FactAttributes(memory_type=memory["memory_type"], expires_at=memory["expires_at"])
     async with in_user_scope(conn, user_id):
         vector_id = await add_memory(conn, user_id=user_id, content=memory["content"], embedding=embedding,
                                      model=model, stated_at=memory["stated_at"], attributes=attributes)

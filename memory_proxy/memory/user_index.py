@@ -1,0 +1,203 @@
+"""One user's active memories in numpy, searched with the SQL statement's rules (store/search.py).
+
+A `UserIndex` holds vectors as a float32 matrix, words as per-word postings, and what ranking and the tiers
+read; `search` returns what store.search.search returns for that user, ranked with the same formulas and
+constants (store/scoring.py, which both render; tests/test_index.py runs both on one user): exact cosine
+over all the user's vectors (the SQL's binary codes only pick whom to re-rank), BM25 over the user's own
+words with words most memories hold dropped, weighted reciprocal rank fusion, and the candidates'
+similarities to each other for MMR (exact cosines instead of the SQL's code estimates). Expiry is checked
+at search time. memory/index.py holds these indexes and keeps them true to the database.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+import numpy as np
+
+from ..schemas import Memory, SearchHit
+from ..store import scoring, snapshot
+from ..store.scoring import ALWAYS_ON_LIMIT, RECENT_LIMIT
+from ..store.search import Found
+from . import late
+from .document import embedding_text
+from .late import Tokens
+from .lexemes import query_lexemes
+
+# Users with more are ranked without late interaction: their words' states would take the local model
+# ~3 ms a memory to compute (once per process, in the load), and 5–16 KB a memory to hold (memory/late.py).
+LATE_MAX_MEMORIES = 2_000
+ROW_OVERHEAD_BYTES = 600  # per memory beside its vector: text, postings, Python objects (approximate)
+_NEVER = math.inf
+
+
+@dataclass(frozen=True, slots=True)
+class UserIndex:
+    """One user's active memories, by vector id (the SQL's tie order), ready to search."""
+
+    memories: list[Memory]
+    vectors: np.ndarray  # (n, dims) float32, unit length; zero rows for another model or dimension
+    has_vector: np.ndarray  # bool (n,)
+    always_on: np.ndarray  # bool (n,): pinned or identity
+    pinned: np.ndarray  # bool (n,)
+    expires: np.ndarray  # float64 (n,): POSIX time, inf for never
+    recent_order: np.ndarray  # indexes, newest link first
+    always_order: np.ndarray  # indexes, pinned first, then newest statement first
+    postings: dict[str, tuple[np.ndarray, np.ndarray]]  # lexeme → (indexes, tf)
+    dl: np.ndarray  # float64 (n,): distinct words of each memory
+    access_count: np.ndarray  # int64 (n,), this process's uses added
+    last_accessed: list[datetime | None]
+    tokens: list[Tokens | None]  # the states of each memory's words, for late interaction (memory/late.py)
+    position: dict[str, int] = field(repr=False)  # vector id → index
+    rows: tuple[snapshot.LinkRow, ...] = field(default=(), repr=False)  # what it was built from (embeddings
+    #                                                    as views of `vectors`): the base of the next read
+    nbytes: int = 0
+
+    @classmethod
+    def of(cls, rows: Sequence[snapshot.LinkRow], model: str,
+           tokenize: Callable[[list[str]], list[Tokens]] | None = None, base: UserIndex | None = None) -> UserIndex:
+        """The index of `rows`; with `tokenize`, the states of each memory's words too (kept from `base`, the
+        index read before, for the memories whose text did not change)."""
+        n = len(rows)
+        tokens: list[Tokens | None] = [None] * n
+        if tokenize is not None and n <= LATE_MAX_MEMORIES:
+            tokens = _word_states(rows, tokenize, base)
+        dims = max((len(r.embedding) for r in rows if r.embedding_model == model), default=0)
+        has_vector = np.array([r.embedding_model == model and len(r.embedding) == dims for r in rows], dtype=bool)
+        vectors = np.zeros((n, dims), dtype=np.float32)
+        if has_vector.any():
+            vectors[has_vector] = np.stack([r.embedding for r, ok in zip(rows, has_vector, strict=True) if ok])
+        norms = np.linalg.norm(vectors, axis=1)
+        has_vector &= norms > 0
+        vectors[has_vector] /= norms[has_vector, None]
+        postings: dict[str, tuple[list[int], list[int]]] = {}
+        for i, r in enumerate(rows):
+            for lexeme, tf in r.terms.items():
+                entry = postings.setdefault(lexeme, ([], []))
+                entry[0].append(i)
+                entry[1].append(tf)
+        pinned = np.array([r.pinned for r in rows], dtype=bool)
+        stated = np.array([r.stated_at.timestamp() for r in rows])
+        linked = np.array([r.linked_at.timestamp() for r in rows])
+        return cls(
+            memories=[Memory(id=r.id, content=r.content, created_at=r.created_at, stated_at=r.stated_at,
+                             memory_type=r.memory_type, pinned=r.pinned) for r in rows],
+            vectors=vectors, has_vector=has_vector, pinned=pinned,
+            always_on=pinned | np.array([r.identity for r in rows], dtype=bool),
+            expires=np.array([r.expires_at.timestamp() if r.expires_at else _NEVER for r in rows]),
+            recent_order=np.lexsort((np.arange(n), -linked)) if n else np.zeros(0, dtype=np.int64),
+            always_order=np.lexsort((np.arange(n), -stated, ~pinned)) if n else np.zeros(0, dtype=np.int64),
+            postings={w: (np.array(ix, dtype=np.int64), np.array(tf, dtype=np.float64))
+                      for w, (ix, tf) in postings.items()},
+            dl=np.array([len(r.terms) for r in rows], dtype=np.float64),
+            access_count=np.array([r.access_count for r in rows], dtype=np.int64),
+            last_accessed=[r.last_accessed_at for r in rows],
+            tokens=tokens,
+            position={r.id: i for i, r in enumerate(rows)},
+            rows=_sharing(rows, vectors, has_vector),
+            nbytes=vectors.nbytes + n * ROW_OVERHEAD_BYTES + sum(t.nbytes for t in tokens if t is not None))
+
+    def search(self, embedding: Sequence[float] | None, text: str, *, limit: int, mode: str, rrf_k: int,
+               weights: tuple[float, float], tiers: bool, now: datetime, word_states: np.ndarray | None = None,
+               late_weight: float = 0.0) -> Found:
+        """What store.search.search returns for this user (see the module docstring for the differences);
+        with the states of the query's words and a `late_weight`, the candidates' fused scores also hold
+        the late-interaction arm (memory/late.py), when this index holds the states of their words."""
+        live = self.pinned | (self.expires > now.timestamp())
+        found = Found()
+        if tiers:
+            always = self.always_order[(self.always_on & live)[self.always_order]][:ALWAYS_ON_LIMIT]
+            found.always_on.extend(self.memories[i] for i in always)
+            found.recent.extend(self.memories[i] for i in self.recent_order[live[self.recent_order]][:RECENT_LIMIT])
+        if embedding is None or not self.memories:
+            return found
+        n = max(limit, 50)
+        query = np.asarray(embedding, dtype=np.float32)
+        norm = float(np.linalg.norm(query))
+        comparable = self.has_vector & (len(query) == self.vectors.shape[1] and norm > 0)  # as the SQL's dims check
+        cosine = np.full(len(self.memories), -1.0)
+        if comparable.any():
+            cosine = np.where(comparable, self.vectors @ (query / norm), -1.0)
+        fused = np.zeros(len(self.memories))
+        if mode != "text":
+            fused += _rrf(np.where(comparable & live, cosine, -np.inf), n, weights[0], rrf_k)
+        words = query_lexemes(text) if text else []
+        bm25, matched = self._bm25(words if mode != "vector" else [])
+        if mode != "vector":
+            fused += _rrf(np.where(live & (matched > 0), bm25, -np.inf), n, weights[1], rrf_k)
+        top = _best(np.where(fused > 0, fused, -np.inf), limit)
+        if (word_states is not None and len(word_states) and late_weight > 0  # a query of stop words has none
+                and any(self.tokens[i] is not None for i in top)):
+            late_scores = late.maxsim(word_states, [self.tokens[i] for i in top])
+            fused[top] += _rrf(late_scores, len(top), late_weight, rrf_k)
+            found = replace(found, late_weight=late_weight)
+        picked, has_vector = self.vectors[top], self.has_vector[top]
+        similar = np.where(has_vector[:, None] & has_vector[None, :], picked @ picked.T, 0.0).tolist()
+        found.hits.extend(  # columns as Python lists first: a numpy scalar per field cost more than the search
+            SearchHit(memory=self.memories[i], fused=f, cosine=c, matched_terms=m, query_terms=len(words),
+                      access_count=a, last_accessed_at=self.last_accessed[i], similar=tuple(s))
+            for i, f, c, m, a, s in zip(top.tolist(), fused[top].tolist(), cosine[top].tolist(), matched[top].tolist(),
+                                        self.access_count[top].tolist(), similar, strict=True))
+        return found
+
+    def used(self, memory_ids: Sequence[str], at: datetime) -> None:
+        """Count one use of each memory (what memory/uses.py writes to the database in its next batch)."""
+        for memory_id in memory_ids:
+            i = self.position.get(memory_id)
+            if i is not None:
+                self.access_count[i] += 1
+                self.last_accessed[i] = at
+
+    def _bm25(self, words: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """BM25 of every memory for the query's words, and how many of them it holds."""
+        total, matched = np.zeros(len(self.memories)), np.zeros(len(self.memories), dtype=np.int64)
+        n = len(self.memories)
+        avgdl = float(self.dl.mean()) or 1.0
+        for word in words:
+            posted = self.postings.get(word)
+            if posted is None or len(posted[0]) > scoring.most_holders(n):
+                continue
+            ix, tf = posted
+            total[ix] += scoring.bm25(scoring.idf(n, len(ix)), tf, self.dl[ix], avgdl)
+            matched[ix] += 1
+        return total, matched
+
+
+def _word_states(rows: Sequence[snapshot.LinkRow], tokenize: Callable[[list[str]], list[Tokens]],
+                 base: UserIndex | None) -> list[Tokens | None]:
+    """Each row's word states: `base`'s for a memory whose text it already read (a use count or a pin gives
+    a row a new version, not new words), the local model's for the others (~3 ms a memory)."""
+    known = {(r.content, r.stated_at): t for r, t in zip(base.rows, base.tokens, strict=True)} if base else {}
+    states = [known.get((r.content, r.stated_at)) for r in rows]
+    missing = [i for i, t in enumerate(states) if t is None]
+    if missing:
+        for i, computed in zip(missing, tokenize([embedding_text(rows[i].content, rows[i].stated_at)
+                                                  for i in missing]), strict=True):
+            states[i] = computed
+    return states
+
+
+def _sharing(rows: Sequence[snapshot.LinkRow], vectors: np.ndarray,
+             has_vector: np.ndarray) -> tuple[snapshot.LinkRow, ...]:
+    """`rows` whose embeddings are now views of `vectors` (unit length): each vector is held once. (A
+    dataclasses.replace per row was a third of the build: 10 ms at 1,000 memories.)"""
+    for i in np.flatnonzero(has_vector):
+        rows[int(i)].embedding = vectors[i]
+    return tuple(rows)
+
+
+def _rrf(scores: np.ndarray, n: int, weight: float, rrf_k: int) -> np.ndarray:
+    """weight / (k + rank) for the `n` best scores (-inf: not in this arm), 0 for the rest."""
+    contribution = np.zeros(len(scores))
+    ranked = _best(scores, n)
+    contribution[ranked] = scoring.rrf(weight, np.arange(1, len(ranked) + 1), rrf_k)
+    return contribution
+
+
+def _best(scores: np.ndarray, n: int) -> np.ndarray:
+    """Indexes of the `n` highest finite scores, best first, ties by position (vector id order)."""
+    order = np.argsort(-scores, kind="stable")[:max(n, 0)]
+    return order[np.isfinite(scores[order])]
