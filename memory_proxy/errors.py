@@ -6,7 +6,6 @@
     ├── Forbidden             403   permission_error        a user identity naming another user (API)
     ├── NotFound              404   not_found_error         no such memory *of this user* (API)
     ├── Conflict              409   invalid_request_error   restore / edit onto an active twin (API)
-    ├── PayloadTooLarge       413   invalid_request_error   body over MAX_REQUEST_BYTES
     ├── Unavailable           503   server_error            the API needs the embedder and it failed
     └── UpstreamError               the upstream could not be used (its own error replies are relayed as-is)
         ├── UpstreamUnavailable 502 upstream_error          refused, reset, DNS, dropped mid-reply
@@ -73,12 +72,6 @@ class Unavailable(ProxyError):
     status_code = 503
     error_type = "server_error"
     code = "memory_unavailable"
-
-
-class PayloadTooLarge(ProxyError):
-    status_code = 413
-    error_type = "invalid_request_error"
-    code = "request_too_large"
 
 
 class UpstreamError(ProxyError):

@@ -1,4 +1,4 @@
-"""`GET /v1/models` that a busy upstream cannot break (issue 26).
+"""`GET /v1/models` that a busy upstream cannot break.
 
 A local model server answers its model list only between generations (llama-cpp-python took 10.4 s while
 a formation job ran), and OpenWebUI gives up on the list after 10 s: "Model '' was not found". So the list is

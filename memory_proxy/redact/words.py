@@ -1,6 +1,6 @@
 """The words that name a secret, by group: what memory_proxy/redact/nearby.py looks for a value beside.
 
-From maintained translations, each built by a script under benchmarks/secrets_corpus/ that says where from:
+From maintained translations, each built by a script under tools/ that says where from:
 - password_words.json: Django's translations of "password" (80+ locales);
 - secret_words.json: django-allauth's (code, recovery codes, key, password) and Home Assistant's (code, door,
   gate, lock, unlock, disarm) translations;
