@@ -213,3 +213,13 @@ async def test_forget_only_when_the_users_own_message_asks(proxy: Any, outside: 
     assert await active_texts(db, USER_A) == kept
     cur = await db.execute("SELECT action FROM memory_updates WHERE user_id = %s", [USER_A])
     assert [row[0] for row in await cur.fetchall()] == ([] if kept else ["forget"])
+
+
+async def test_a_failing_tool_says_so_and_the_chat_goes_on(proxy: Any, outside: Any, db: Any) -> None:
+    await add_memory(db, USER_A, BUN)
+    outside.routes["embeddings"].respond(500, json={"error": {"message": "embedder down"}})
+    seen = script(outside, calling(call("search_memory", {"query": RUNTIME_Q})))
+    client = await proxy(MEMORY_TOOLS="search")
+    response = await client.post(CHAT, json=chat_body(ASK), headers=user_headers(USER_A))
+    assert response.status_code == 200 and response.json()["choices"][0]["message"]["content"] == FINAL
+    assert tool_results(seen[1]) == ["the memory tool failed; answer without it"]
