@@ -1,7 +1,8 @@
 """One chat turn: parse → classify → retrieve → inject → relay → enqueue formation.
 
-The request body is forwarded byte for byte unless memories were injected; only then is it
-re-encoded (unknown fields, tools and parameters survive either way). Replies are relayed as they
+The request body is forwarded byte for byte unless memories were injected or the memory tools are offered
+(MEMORY_TOOLS: non-streamed turns only, memory_proxy/tool_rounds.py); only then is it re-encoded (unknown
+fields, tools and parameters survive either way). Replies are relayed as they
 arrive; a stream is teed so the formation job sees the assistant's text, and the job is written to
 PostgreSQL when the reply ends (or the client leaves), after the last byte went out and before the
 request ends. Memory failures never reach the client: they are counted and the chat goes on.
@@ -242,11 +243,12 @@ async def chat_turn(services: Services, headers: Mapping[str, str], raw: bytes) 
         content = encode_json(sent)
     on_end: OnReplyEnd | None = None
     tools: ToolTurn | None = None
-    if kind is TurnKind.CHAT and user_id and (services.settings.formation.enabled or offers_tools(services, body)):
+    with_tools = kind is TurnKind.CHAT and bool(user_id) and offers_tools(services, body)
+    if kind is TurnKind.CHAT and user_id and (services.settings.formation.enabled or with_tools):
         payload = formation_payload(body, memories)
         if services.settings.formation.enabled:
             on_end = partial(enqueue_formation, services, user_id, payload, said_at)
-        if offers_tools(services, body):
+        if with_tools:
             tools = ToolTurn(services, user_id, services.settings.retrieval.tools, payload, said_at)
     ADDED_LATENCY.labels(kind.value).observe(time.perf_counter() - started)
 
