@@ -148,6 +148,13 @@ PROVENANCE_CHECKS = Counter(
 )
 LLM_TOKENS = Counter("memory_proxy_llm_tokens_total", "Memory-LLM tokens by purpose and kind (prompt, completion).",
                      ["purpose", "kind"])
+TOOL_CALLS = Counter(
+    "memory_proxy_tool_calls_total",
+    "Memory tool calls the chat model made (memory_proxy/memory_tools.py), by tool (search_memory, remember, "
+    "forget, unknown) and outcome (ok, empty, refused: a guard said no, bad_arguments, unknown_tool, over_cap, "
+    "failed), and offers the upstream refused (tool `all`, outcome rejected: HTTP 400, retried without them).",
+    ["tool", "outcome"],
+)
 SCANS = Counter("memory_proxy_secret_scans_total",
                 "Secret scans and formation's reading of a turn and checks of its facts, run off the event loop (memory_proxy/scanner.py), by where (thread: a small "
                 "text; process: a worker process) and outcome (ok; failed; timeout: past SECRET_SCAN_TIMEOUT, its "

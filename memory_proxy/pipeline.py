@@ -1,7 +1,8 @@
 """One chat turn: parse → classify → retrieve → inject → relay → enqueue formation.
 
-The request body is forwarded byte for byte unless memories were injected; only then is it
-re-encoded (unknown fields, tools and parameters survive either way). Replies are relayed as they
+The request body is forwarded byte for byte unless memories were injected or the memory tools are offered
+(MEMORY_TOOLS: non-streamed turns only, memory_proxy/tool_rounds.py); only then is it re-encoded (unknown
+fields, tools and parameters survive either way). Replies are relayed as they
 arrive; a stream is teed so the formation job sees the assistant's text, and the job is written to
 PostgreSQL when the reply ends (or the client leaves), after the last byte went out and before the
 request ends. Memory failures never reach the client: they are counted and the chat goes on.
@@ -29,6 +30,7 @@ from .job_payload import FormationPayload, Message, Retrieved
 from .leaks import ScanFailed
 from .memory.evidence import users_part
 from .memory.retrieve import memories_for_turn as retrieve_turn
+from .memory_tools import ToolTurn
 from .models_cache import ModelList
 from .observability import (
     ADDED_LATENCY,
@@ -45,6 +47,7 @@ from .outbox import PendingJob
 from .schemas import Memory
 from .services import Services
 from .sse import ReplyTee, reply_text
+from .tool_rounds import offers_tools, open_with_tools
 from .upstream import read_body, relayed_headers
 
 MEMORY_IDS_HEADER = "x-memory-proxy-memories"
@@ -234,16 +237,26 @@ async def chat_turn(services: Services, headers: Mapping[str, str], raw: bytes) 
     memories: list[Memory] = []
     if kind is TurnKind.CHAT and user_id:
         memories = await memories_for_turn(services, user_id, body)
-    content = raw
+    content, sent = raw, body
     if memories:
-        content = encode_json({**body, "messages": inject_memories(body["messages"], memories)})
+        sent = {**body, "messages": inject_memories(body["messages"], memories)}
+        content = encode_json(sent)
     on_end: OnReplyEnd | None = None
-    if kind is TurnKind.CHAT and user_id and services.settings.formation.enabled:
-        on_end = partial(enqueue_formation, services, user_id, formation_payload(body, memories), said_at)
+    tools: ToolTurn | None = None
+    with_tools = kind is TurnKind.CHAT and bool(user_id) and offers_tools(services, body)
+    if kind is TurnKind.CHAT and user_id and (services.settings.formation.enabled or with_tools):
+        payload = formation_payload(body, memories)
+        if services.settings.formation.enabled:
+            on_end = partial(enqueue_formation, services, user_id, payload, said_at)
+        if with_tools:
+            tools = ToolTurn(services, user_id, services.settings.retrieval.tools, payload, said_at)
     ADDED_LATENCY.labels(kind.value).observe(time.perf_counter() - started)
 
     forwarded = time.perf_counter()
-    response, reply_body = await services.upstream.open("POST", "/chat/completions", headers, content)
+    if tools:
+        response, reply_body = await open_with_tools(services, headers, sent, content, tools, encode_json)
+    else:
+        response, reply_body = await services.upstream.open("POST", "/chat/completions", headers, content)
     UPSTREAM_FIRST_BYTE.labels("chat").observe(time.perf_counter() - forwarded)
     reply_headers = relayed_headers(response)
     media_type = reply_headers.pop("content-type", "application/json")

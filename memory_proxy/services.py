@@ -24,6 +24,7 @@ from .scanner import Scanner
 from .settings import Settings
 from .store.database import make_pool, migrate
 from .store.embedded import EmbeddedPostgres
+from .toolless import ToolLessModels
 from .upstream import Upstream, make_clients
 
 
@@ -43,6 +44,7 @@ class Services:
     breaker: Breaker = field(default_factory=Breaker)  # retrieval skips a database that keeps failing
     embedder_breaker: Breaker = field(default_factory=lambda: Breaker("embedder"))  # … and an embedder: recent memories
     models: ModelsCache = field(default_factory=ModelsCache)  # the last good /v1/models, for a busy upstream
+    tool_less: ToolLessModels = field(default_factory=ToolLessModels)  # models that refused our memory tools
     direct_conninfo: str = ""  # for what needs a session (LISTEN): DATABASE_DIRECT_URL behind a pooler
 
 
