@@ -150,7 +150,8 @@ class Relay:
         orphan_finish = choice.get("finish_reason") == "tool_calls" and not self._client_called
         if len(kept) == len(calls) and not orphan_finish:
             return raw
-        delta = {k: v for k, v in choice["delta"].items() if k != "tool_calls"} if calls else choice["delta"]
+        given = choice.get("delta")
+        delta = {k: v for k, v in given.items() if k != "tool_calls"} if isinstance(given, dict) else {}
         if kept:
             delta["tool_calls"] = kept
         finish = "stop" if orphan_finish else choice.get("finish_reason")
