@@ -1,7 +1,7 @@
 """One chat turn: parse → classify → retrieve → inject → relay → enqueue formation.
 
 The request body is forwarded byte for byte unless memories were injected or the memory tools are offered
-(MEMORY_TOOLS: non-streamed turns only, memory_proxy/tool_rounds.py); only then is it re-encoded (unknown
+(MEMORY_TOOLS: memory_proxy/tool_rounds.py, streamed memory_proxy/tool_stream.py); only then is it re-encoded (unknown
 fields, tools and parameters survive either way). Replies are relayed as they
 arrive; a stream is teed so the formation job sees the assistant's text, and the job is written to
 PostgreSQL when the reply ends (or the client leaves), after the last byte went out and before the
@@ -48,6 +48,7 @@ from .schemas import Memory
 from .services import Services
 from .sse import ReplyTee, reply_text
 from .tool_rounds import offers_tools, open_with_tools
+from .tool_stream import open_streamed_with_tools
 from .upstream import read_body, relayed_headers
 
 MEMORY_IDS_HEADER = "x-memory-proxy-memories"
@@ -254,7 +255,8 @@ async def chat_turn(services: Services, headers: Mapping[str, str], raw: bytes) 
 
     forwarded = time.perf_counter()
     if tools:
-        response, reply_body = await open_with_tools(services, headers, sent, content, tools, encode_json)
+        opener = open_streamed_with_tools if sent.get("stream") else open_with_tools
+        response, reply_body = await opener(services, headers, sent, content, tools, encode_json)
     else:
         response, reply_body = await services.upstream.open("POST", "/chat/completions", headers, content)
     UPSTREAM_FIRST_BYTE.labels("chat").observe(time.perf_counter() - forwarded)

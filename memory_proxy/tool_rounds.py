@@ -38,34 +38,51 @@ def client_tool_names(body: dict[str, Any]) -> set[str]:
 
 
 def offers_tools(services: Services, body: dict[str, Any]) -> bool:
-    """Whether this identified chat turn gets our tools: MEMORY_TOOLS on, not streamed, its `tools` (if any)
-    a list, and its model has not refused tools lately."""
-    return (services.settings.retrieval.tools != "off" and not body.get("stream")
+    """Whether this identified chat turn gets our tools: MEMORY_TOOLS on, its `tools` (if any) a list, and its
+    model has not refused tools lately. Streamed turns run their rounds in memory_proxy/tool_stream.py."""
+    return (services.settings.retrieval.tools != "off"
             and isinstance(body.get("tools", []), list) and str(body.get("model")) not in services.tool_less)
+
+
+async def open_round(services: Services, headers: Mapping[str, str], body: dict[str, Any], content: bytes,
+                     turn: ToolTurn, messages: list[Any], round_: int,
+                     encode: Callable[[Any], bytes]) -> tuple[httpx.Response, AsyncIterator[bytes], bool]:
+    """One round's upstream request: `body` with `messages`, and our tools while `round_` < MAX_ROUNDS. An
+    upstream 400 to it gets the turn again as the client sent it (`content`, memories injected) and the model
+    is remembered as tool-less; the flag says so (that reply is final)."""
+    upstream = services.upstream
+    theirs = client_tool_names(body)
+    payload = {**body, "messages": messages}
+    if round_ < MAX_ROUNDS:
+        payload["tools"] = [*body.get("tools", []),
+                            *(t for t in definitions(turn.mode) if t["function"]["name"] not in theirs)]
+    response, reply = await upstream.open("POST", CHAT_PATH, headers, encode(payload))
+    if response.status_code != 400:
+        return response, reply, False
+    await read_body(reply)
+    if round_ == 0:
+        services.tool_less.add(str(body.get("model")))
+        TOOL_CALLS.labels("all", "rejected").inc()
+    log.warning("memory_tools_rejected", user_id=turn.user_id, round=round_ + 1)
+    response, reply = await upstream.open("POST", CHAT_PATH, headers, content)
+    return response, reply, True
+
+
+def assistant_turn(message: dict[str, Any]) -> dict[str, Any]:
+    """The assistant message that made the calls, as the conversation goes on with it."""
+    return {"role": "assistant", "content": message.get("content"), "tool_calls": message["tool_calls"]}
 
 
 async def open_with_tools(services: Services, headers: Mapping[str, str], body: dict[str, Any], content: bytes,
                           turn: ToolTurn, encode: Callable[[Any], bytes]) -> tuple[httpx.Response, AsyncIterator[bytes]]:
     """The upstream's final reply to `body` (the request as it would be sent, `content` its bytes), our
     tools' calls run on the way (see the module docstring). `encode` is the pipeline's JSON encoder."""
-    upstream = services.upstream
     theirs = client_tool_names(body)
-    ours = [t for t in definitions(turn.mode) if t["function"]["name"] not in theirs]
     messages = list(body["messages"])
     for round_ in range(MAX_ROUNDS + 1):
         offer = round_ < MAX_ROUNDS
-        payload = {**body, "messages": messages}
-        if offer:
-            payload["tools"] = [*body.get("tools", []), *ours]
-        response, reply = await upstream.open("POST", CHAT_PATH, headers, encode(payload))
-        if response.status_code == 400:
-            await read_body(reply)
-            if round_ == 0:
-                services.tool_less.add(str(body.get("model")))
-                TOOL_CALLS.labels("all", "rejected").inc()
-            log.warning("memory_tools_rejected", user_id=turn.user_id, round=round_ + 1)
-            return await upstream.open("POST", CHAT_PATH, headers, content)
-        if response.status_code >= 300 or "json" not in response.headers.get("content-type", ""):
+        response, reply, rejected = await open_round(services, headers, body, content, turn, messages, round_, encode)
+        if rejected or response.status_code >= 300 or "json" not in response.headers.get("content-type", ""):
             return response, reply
         raw = await read_body(reply)
         parsed = _parsed(raw)
@@ -74,7 +91,7 @@ async def open_with_tools(services: Services, headers: Mapping[str, str], body: 
         mine = [c for c in calls if call_name(c) not in theirs]
         if offer and calls and len(mine) == len(calls):
             results = await run_calls(turn, mine, messages)
-            messages = [*messages, _assistant(message), *results]
+            messages = [*messages, assistant_turn(message), *results]
             continue
         if mine:
             raw = encode(_without(parsed, theirs))
@@ -95,11 +112,6 @@ def _message(parsed: Any) -> Any:
         return parsed["choices"][0]["message"]
     except (KeyError, IndexError, TypeError):
         return None
-
-
-def _assistant(message: dict[str, Any]) -> dict[str, Any]:
-    """The assistant message that made the calls, as the conversation goes on with it."""
-    return {"role": "assistant", "content": message.get("content"), "tool_calls": message["tool_calls"]}
 
 
 def _without(parsed: dict[str, Any], theirs: set[str]) -> dict[str, Any]:

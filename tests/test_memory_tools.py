@@ -80,8 +80,10 @@ async def test_tools_are_offered_only_when_the_setting_is_on(proxy: Any, outside
     everything = await proxy(MEMORY_TOOLS="all")
     await everything.post(CHAT, json=chat_body(ASK), headers=user_headers(USER_A))
     assert tool_names(seen[-1]) == ["search_memory", "remember", "forget"]
-    # streamed, anonymous and task requests get none
-    for body, headers in ((chat_body(ASK, stream=True), user_headers(USER_A)), (chat_body(ASK), {}),
+    await everything.post(CHAT, json=chat_body(ASK, stream=True), headers=user_headers(USER_A))
+    assert tool_names(seen[-1]) == ["search_memory", "remember", "forget"]  # streamed turns too
+    # anonymous and task requests get none
+    for body, headers in ((chat_body(ASK), {}),
                           (chat_body(ASK), user_headers(USER_A, **{"x-openwebui-task": "title_generation"}))):
         await everything.post(CHAT, json=body, headers=headers)
         assert "tools" not in seen[-1]

@@ -1,0 +1,217 @@
+"""A streamed chat turn (`stream: true`) with the memory tools: the rounds of memory_proxy/tool_rounds.py, read
+from the upstream's server-sent events, and no chunk of our calls ever reaching the client.
+
+Each round's stream is read event by event. Until the first choice's delta shows content text or a tool call
+(or the stream ends), its events are held, role-only ones too:
+- content first: the held events and then the rest are relayed as they arrive, byte for byte. An event that
+  later carries a call of ours (a model that writes and then calls) is dropped; one that mixes ours with the
+  client's is re-encoded with the client's only;
+- a tool call first: the stream is read to its end, nothing relayed, its calls accumulated by index (arguments
+  split anyhow across deltas). When every call is ours and tools were offered, the calls are run, appended, and
+  the upstream asked again (streamed). Otherwise the held stream goes to the client without our calls (a
+  `finish_reason` of `tool_calls` left without any call becomes `stop`): the client's calls pass untouched and
+  ours are not run, as on a non-streamed turn.
+While a round's calls are read and run, the client gets an SSE comment (KEEP_ALIVE), which the openai SDKs and
+OpenWebUI skip: one when the first call shows, one before the next round is sent.
+
+The first round is opened before the client's response starts, so its errors keep their status (and its 400
+its retry without tools, memory_proxy/tool_rounds.open_round). A later round's error status ends the stream
+with an error event (memory_proxy/pipeline.relay_stream). A client that leaves closes the upstream request
+of the round under way.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import aclosing
+from typing import Any
+
+import httpx
+
+from .errors import UpstreamUnavailable
+from .memory_tools import ToolTurn, call_name, run_calls
+from .observability import log
+from .services import Services
+from .tool_rounds import MAX_ROUNDS, assistant_turn, client_tool_names, open_round
+from .upstream import read_body
+
+KEEP_ALIVE = b": keep-alive\n\n"
+_EVENT_END = re.compile(rb"\r?\n\r?\n")
+
+
+class Events:
+    """SSE bytes fed in any pieces, given back as whole events (each with its blank line), bytes unchanged."""
+
+    def __init__(self) -> None:
+        self._pending = b""
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        self._pending += chunk
+        events = []
+        while match := _EVENT_END.search(self._pending):
+            events.append(self._pending[:match.end()])
+            self._pending = self._pending[match.end():]
+        return events
+
+    def rest(self) -> bytes:
+        """What came after the last whole event (a stream cut short, or no final blank line)."""
+        rest, self._pending = self._pending, b""
+        return rest
+
+
+def event_data(raw: bytes) -> Any:
+    """The JSON of an event's data lines; the string "[DONE]"; None for a comment or anything unreadable."""
+    data = b"\n".join(line[5:].removeprefix(b" ") for line in raw.splitlines() if line.startswith(b"data:"))
+    if data.strip() == b"[DONE]":
+        return "[DONE]"
+    try:
+        return json.loads(data) if data else None
+    except (ValueError, RecursionError):
+        return None
+
+
+def first_choice(event: Any) -> dict[str, Any]:
+    try:
+        choice = event["choices"][0]
+    except (KeyError, IndexError, TypeError):
+        return {}
+    return choice if isinstance(choice, dict) else {}
+
+
+def delta_calls(choice: dict[str, Any]) -> list[Any]:
+    delta = choice.get("delta")
+    calls = delta.get("tool_calls") if isinstance(delta, dict) else None
+    return calls if isinstance(calls, list) else []
+
+
+class Reading:
+    """One round's stream as read so far: what it starts with, its text, and its calls put together by index."""
+
+    def __init__(self) -> None:
+        self.starts_with: str | None = None  # "content" or "tools", once the stream shows which
+        self.text = ""
+        self._calls: dict[int, dict[str, str]] = {}
+
+    def feed(self, raw: bytes) -> None:
+        event = event_data(raw)
+        choice = first_choice(event)
+        delta: dict[str, Any] = choice["delta"] if isinstance(choice.get("delta"), dict) else {}
+        content = delta.get("content")
+        if isinstance(content, str):
+            self.text += content
+        for piece in delta_calls(choice):
+            if not isinstance(piece, dict):
+                continue
+            index = piece.get("index", 0)
+            call = self._calls.setdefault(index if isinstance(index, int) else 0,
+                                          {"id": "", "name": "", "arguments": ""})
+            function: dict[str, Any] = piece["function"] if isinstance(piece.get("function"), dict) else {}
+            call["id"] += str(piece.get("id") or "")
+            call["name"] += str(function.get("name") or "")
+            arguments = function.get("arguments")
+            call["arguments"] += arguments if isinstance(arguments, str) else ""
+        if self.starts_with is None:
+            if self._calls:
+                self.starts_with = "tools"
+            elif content or choice.get("finish_reason") or event == "[DONE]":
+                self.starts_with = "content"
+
+    def message(self) -> dict[str, Any]:
+        """The assistant message the stream spelled out, as a non-streamed reply holds it."""
+        calls = [{"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+                 for _, c in sorted(self._calls.items())]
+        return {"role": "assistant", "content": self.text or None, "tool_calls": calls}
+
+
+class Relay:
+    """Events as relayed to the client: unchanged, unless they carry a call of ours (by name, or by the index
+    a call of ours was given)."""
+
+    def __init__(self, theirs: set[str]) -> None:
+        self._theirs = theirs
+        self._ours: set[Any] = set()
+        self._client_called = False
+
+    def relayed(self, raw: bytes) -> bytes:
+        event = event_data(raw)
+        choice = first_choice(event)
+        calls = delta_calls(choice)
+        kept = []
+        for piece in calls:
+            name = call_name(piece)
+            index = piece.get("index") if isinstance(piece, dict) else None
+            if name and name not in self._theirs:
+                self._ours.add(index)
+            if index not in self._ours:
+                kept.append(piece)
+        self._client_called = self._client_called or bool(kept)
+        orphan_finish = choice.get("finish_reason") == "tool_calls" and not self._client_called
+        if len(kept) == len(calls) and not orphan_finish:
+            return raw
+        given = choice.get("delta")
+        delta = {k: v for k, v in given.items() if k != "tool_calls"} if isinstance(given, dict) else {}
+        if kept:
+            delta["tool_calls"] = kept
+        finish = "stop" if orphan_finish else choice.get("finish_reason")
+        if not any(v not in (None, "") for v in delta.values()) and finish is None and not event.get("usage"):
+            return b""
+        rewritten = {**event, "choices": [{**choice, "delta": delta, "finish_reason": finish},
+                                          *event["choices"][1:]]}
+        return b"data: " + json.dumps(rewritten, ensure_ascii=False).encode() + b"\n\n"
+
+
+async def open_streamed_with_tools(services: Services, headers: Mapping[str, str], body: dict[str, Any],
+                                   content: bytes, turn: ToolTurn,
+                                   encode: Callable[[Any], bytes]) -> tuple[httpx.Response, AsyncIterator[bytes]]:
+    """The first round's response, and the SSE bytes the client gets over all rounds (see the module docstring)."""
+    messages = list(body["messages"])
+    response, reply, rejected = await open_round(services, headers, body, content, turn, messages, 0, encode)
+    if rejected or response.status_code >= 300 or "text/event-stream" not in response.headers.get("content-type", ""):
+        return response, reply
+    return response, _rounds(services, headers, body, content, turn, encode, reply)
+
+
+async def _rounds(services: Services, headers: Mapping[str, str], body: dict[str, Any], content: bytes,
+                  turn: ToolTurn, encode: Callable[[Any], bytes], reply: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    theirs = client_tool_names(body)
+    messages = list(body["messages"])
+    round_, offer = 0, True
+    while True:
+        events, reading, relay, held = Events(), Reading(), Relay(theirs), []
+        async with aclosing(reply):  # type: ignore[type-var]  # an async generator (upstream.open)
+            async for chunk in reply:
+                for raw in events.feed(chunk):
+                    if reading.starts_with == "content":
+                        if out := relay.relayed(raw):
+                            yield out
+                        continue
+                    before = reading.starts_with
+                    held.append(raw)
+                    reading.feed(raw)
+                    if reading.starts_with == "content":
+                        yield b"".join(relay.relayed(h) for h in held)
+                        held = []
+                    elif reading.starts_with == "tools" and before is None:
+                        yield KEEP_ALIVE
+        rest = events.rest()
+        message = reading.message()
+        calls = message["tool_calls"]
+        mine = [c for c in calls if call_name(c) not in theirs]
+        if reading.starts_with == "tools" and offer and len(mine) == len(calls):
+            results = await run_calls(turn, mine, messages)
+            messages = [*messages, assistant_turn(message), *results]
+            yield KEEP_ALIVE
+            round_ += 1
+            response, reply, rejected = await open_round(services, headers, body, content, turn, messages, round_,
+                                                         encode)
+            offer = round_ < MAX_ROUNDS and not rejected
+            if response.status_code >= 300:
+                await read_body(reply)
+                raise UpstreamUnavailable(f"the upstream answered HTTP {response.status_code} to a memory tool round")
+            continue
+        log.info("memory_tool_rounds", user_id=turn.user_id, rounds=round_, calls=turn.calls)
+        if out := b"".join(relay.relayed(h) for h in held) + rest:
+            yield out
+        return
