@@ -213,7 +213,7 @@ class RetrievalSettings:
         "(always-on tier of pinned and identity memories first, at most half of it, then the query tier).",
         positive_int, in_code=True)
     tools: str = env("MEMORY_TOOLS", "off", "Memory tools offered to the chat model on identified chat turns "
-        "(non-streamed requests only; streamed ones are relayed as without tools): `off`; `search` "
+        "(JSON and streamed; docs/TOOLS.md): `off`; `search` "
         "(`search_memory`: the model may look up more of the user's memories); `all` (also `remember` and "
         "`forget`, each guarded: a fact only from the user's own words of this conversation, a forget only when "
         "the user's latest message asks for one). The proxy runs the calls itself; none reaches the client.",
