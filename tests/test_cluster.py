@@ -45,7 +45,7 @@ def cluster_run(pg_server: Any, tmp_path_factory: pytest.TempPathFactory) -> dic
     finally:
         with psycopg.connect(pg_server.get_uri(), autocommit=True) as conn:
             conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-    assert run.returncode == 0, run.stderr[-4000:]
+    assert run.returncode == 0, run.stderr[:3000] + "\n…\n" + run.stderr[-3000:]
     result: dict[str, Any] = json.loads(Path(out).read_text())
     return result
 

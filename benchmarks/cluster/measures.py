@@ -144,10 +144,15 @@ async def _stale_round(http: httpx.AsyncClient, cl: Cluster, i: int, per_replica
                 return
 
     tasks = [asyncio.create_task(load(n)) for n in cl.replicas for _ in range(per_replica)]
-    await asyncio.sleep(0.05)  # the load is on
-    await delete_memory(http, deleter, user, memory_id, erase)
-    returned = time.monotonic()
-    await asyncio.gather(*tasks)
+    try:
+        await asyncio.sleep(0.05)  # the load is on
+        await delete_memory(http, deleter, user, memory_id, erase)
+        returned = time.monotonic()
+        await asyncio.gather(*tasks)
+    finally:  # a failed delete ends the load too, so that its error is the one reported, not the closed client's
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
     await seen(http, cl.fake_url, turns)
     after = [t for t in turns if t.start > returned]
     bad = [t for t in after if mark in t.markers]
