@@ -38,6 +38,7 @@ from .tool_rounds import MAX_ROUNDS, assistant_turn, client_tool_names, open_rou
 from .upstream import read_body
 
 KEEP_ALIVE = b": keep-alive\n\n"
+MAX_HELD_BYTES = 256 * 1024  # of a round held while it reads as a tool call; past it the round is relayed as text
 _EVENT_END = re.compile(rb"\r?\n\r?\n")
 
 
@@ -48,11 +49,13 @@ class Events:
         self._pending = b""
 
     def feed(self, chunk: bytes) -> list[bytes]:
-        self._pending += chunk
+        start = max(0, len(self._pending) - 3)  # an event's end may straddle the pieces: look back 3 bytes only,
+        self._pending += chunk                  # so that a long event costs its length once, not once per piece
         events = []
-        while match := _EVENT_END.search(self._pending):
+        while match := _EVENT_END.search(self._pending, start):
             events.append(self._pending[:match.end()])
             self._pending = self._pending[match.end():]
+            start = 0
         return events
 
     def rest(self) -> bytes:
@@ -179,7 +182,7 @@ async def _rounds(services: Services, headers: Mapping[str, str], body: dict[str
     messages = list(body["messages"])
     round_, offer = 0, True
     while True:
-        events, reading, relay, held = Events(), Reading(), Relay(theirs), []
+        events, reading, relay, held, held_bytes = Events(), Reading(), Relay(theirs), [], 0
         async with aclosing(reply):  # type: ignore[type-var]  # an async generator (upstream.open)
             async for chunk in reply:
                 for raw in events.feed(chunk):
@@ -189,7 +192,10 @@ async def _rounds(services: Services, headers: Mapping[str, str], body: dict[str
                         continue
                     before = reading.starts_with
                     held.append(raw)
+                    held_bytes += len(raw)
                     reading.feed(raw)
+                    if held_bytes > MAX_HELD_BYTES:  # a runaway call is not held without end: relayed, ours stripped
+                        reading.starts_with = "content"
                     if reading.starts_with == "content":
                         yield b"".join(relay.relayed(h) for h in held)
                         held = []

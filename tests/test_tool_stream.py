@@ -125,6 +125,16 @@ async def test_a_stray_call_of_ours_after_the_text_is_dropped(proxy: Any, outsid
     assert events[-1]["choices"][0]["finish_reason"] == "stop"
 
 
+async def test_a_call_past_the_held_bound_is_relayed_as_text_and_not_run(proxy: Any, outside: Any) -> None:
+    huge = calls_stream((0, "c1", "search_memory", ["{\"query\": \"" + "x" * 1000 + " "] * 300 + ["\"}"]))
+    seen = script(outside, huge)
+    response = await post(proxy)
+    assert len(seen) == 1  # not run: no second round
+    assert response.status_code == 200 and b"search_memory" not in response.content
+    assert b"xxxx" not in response.content  # none of our call's pieces reached the client
+    assert response.content.rstrip().endswith(b"data: [DONE]")
+
+
 async def test_a_client_tool_call_streams_through(proxy: Any, outside: Any) -> None:
     theirs = calls_stream((0, "call_9", "get_time", ['{"zo', 'ne": "UTC"}']))
     seen = script(outside, theirs)
