@@ -155,6 +155,14 @@ TOOL_CALLS = Counter(
     "failed), and offers the upstream refused (tool `all`, outcome rejected: HTTP 400, retried without them).",
     ["tool", "outcome"],
 )
+TOOL_TURNS = Counter(
+    "memory_proxy_tool_turns_total",
+    "Identified chat turns offered the memory tools, counted when their rounds end in the reply relayed to the "
+    "client (tool_rounds.py, tool_stream.py), by the rounds of our calls the proxy ran (0 to 3; 0: the model "
+    "called none). Not counted: a turn whose offer the upstream refused (memory_proxy_tool_calls_total"
+    "{tool=\"all\",outcome=\"rejected\"}) or that ended in an upstream error.",
+    ["rounds"],
+)
 SCANS = Counter("memory_proxy_secret_scans_total",
                 "Secret scans and formation's reading of a turn and checks of its facts, run off the event loop (memory_proxy/scanner.py), by where (thread: a small "
                 "text; process: a worker process) and outcome (ok; failed; timeout: past SECRET_SCAN_TIMEOUT, its "

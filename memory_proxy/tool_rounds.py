@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 
 from .memory_tools import ToolTurn, call_name, definitions, run_calls, tool_calls
-from .observability import TOOL_CALLS, log
+from .observability import TOOL_CALLS, TOOL_TURNS, log
 from .services import Services
 from .upstream import read_body
 
@@ -96,6 +96,7 @@ async def open_with_tools(services: Services, headers: Mapping[str, str], body: 
         if mine:
             raw = encode(_without(parsed, theirs))
         log.info("memory_tool_rounds", user_id=turn.user_id, rounds=round_, calls=turn.calls)
+        TOOL_TURNS.labels(str(round_)).inc()
         return response, _once(raw)
     raise AssertionError("unreachable: the last round offers no tools and returns")
 

@@ -32,7 +32,7 @@ import httpx
 
 from .errors import UpstreamUnavailable
 from .memory_tools import ToolTurn, call_name, run_calls
-from .observability import log
+from .observability import TOOL_TURNS, log
 from .services import Services
 from .tool_rounds import MAX_ROUNDS, assistant_turn, client_tool_names, open_round
 from .upstream import read_body
@@ -218,6 +218,7 @@ async def _rounds(services: Services, headers: Mapping[str, str], body: dict[str
                 raise UpstreamUnavailable(f"the upstream answered HTTP {response.status_code} to a memory tool round")
             continue
         log.info("memory_tool_rounds", user_id=turn.user_id, rounds=round_, calls=turn.calls)
+        TOOL_TURNS.labels(str(round_)).inc()
         if out := b"".join(relay.relayed(h) for h in held) + rest:
             yield out
         return
