@@ -253,11 +253,11 @@ async def chat_turn(services: Services, headers: Mapping[str, str], raw: bytes) 
     user_id = read_user_id(headers, services.settings.server)
     kind = classify(user_id, headers.get(TASK_HEADER), body)
 
-    identified = kind is TurnKind.CHAT and bool(user_id)
-    with_tools = identified and offers_tools(services, body)
+    identified = user_id if kind is TurnKind.CHAT else None  # the user whose memories this turn reads and forms
+    with_tools = bool(identified) and offers_tools(services, body)
     retrieval: TurnRetrieval | None = None
     if identified:
-        retrieval = await memories_for_turn(services, user_id, body,
+        retrieval = await memories_for_turn(services, identified, body,
                                             query_tier=not with_tools or services.settings.retrieval.tools_inject
                                             == "threshold")
     memories = retrieval.memories if retrieval else []
@@ -270,9 +270,9 @@ async def chat_turn(services: Services, headers: Mapping[str, str], raw: bytes) 
     if identified and (services.settings.formation.enabled or with_tools):
         payload = formation_payload(body, memories)
         if services.settings.formation.enabled:
-            on_end = partial(enqueue_formation, services, user_id, payload, said_at)
+            on_end = partial(enqueue_formation, services, identified, payload, said_at)
         if with_tools:
-            tools = ToolTurn(services, user_id, services.settings.retrieval.tools, payload, said_at)
+            tools = ToolTurn(services, identified, services.settings.retrieval.tools, payload, said_at)
     if retrieval and tools:  # logged with the rounds, when they end
         tools.on_done = partial(_log_with_rounds, retrieval, tools.mode)
     elif retrieval:
