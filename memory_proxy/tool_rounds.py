@@ -79,25 +79,29 @@ async def open_with_tools(services: Services, headers: Mapping[str, str], body: 
     tools' calls run on the way (see the module docstring). `encode` is the pipeline's JSON encoder."""
     theirs = client_tool_names(body)
     messages = list(body["messages"])
-    for round_ in range(MAX_ROUNDS + 1):
-        offer = round_ < MAX_ROUNDS
-        response, reply, rejected = await open_round(services, headers, body, content, turn, messages, round_, encode)
-        if rejected or response.status_code >= 300 or "json" not in response.headers.get("content-type", ""):
-            return response, reply
-        raw = await read_body(reply)
-        parsed = _parsed(raw)
-        message = _message(parsed)
-        calls = tool_calls(message)
-        mine = [c for c in calls if call_name(c) not in theirs]
-        if offer and calls and len(mine) == len(calls):
-            results = await run_calls(turn, mine, messages)
-            messages = [*messages, assistant_turn(message), *results]
-            continue
-        if mine:
-            raw = encode(_without(parsed, theirs))
-        log.info("memory_tool_rounds", user_id=turn.user_id, rounds=round_, calls=turn.calls)
-        TOOL_TURNS.labels(str(round_)).inc()
-        return response, _once(raw)
+    round_ = 0
+    try:
+        for round_ in range(MAX_ROUNDS + 1):
+            offer = round_ < MAX_ROUNDS
+            response, reply, rejected = await open_round(services, headers, body, content, turn, messages, round_,
+                                                         encode)
+            if rejected or response.status_code >= 300 or "json" not in response.headers.get("content-type", ""):
+                return response, reply
+            raw = await read_body(reply)
+            parsed = _parsed(raw)
+            message = _message(parsed)
+            calls = tool_calls(message)
+            mine = [c for c in calls if call_name(c) not in theirs]
+            if offer and calls and len(mine) == len(calls):
+                results = await run_calls(turn, mine, messages)
+                messages = [*messages, assistant_turn(message), *results]
+                continue
+            if mine:
+                raw = encode(_without(parsed, theirs))
+            TOOL_TURNS.labels(str(round_)).inc()
+            return response, _once(raw)
+    finally:
+        turn.done(round_)
     raise AssertionError("unreachable: the last round offers no tools and returns")
 
 

@@ -32,7 +32,7 @@ import httpx
 
 from .errors import UpstreamUnavailable
 from .memory_tools import ToolTurn, call_name, run_calls
-from .observability import TOOL_TURNS, log
+from .observability import TOOL_TURNS
 from .services import Services
 from .tool_rounds import MAX_ROUNDS, assistant_turn, client_tool_names, open_round
 from .upstream import read_body
@@ -172,6 +172,7 @@ async def open_streamed_with_tools(services: Services, headers: Mapping[str, str
     messages = list(body["messages"])
     response, reply, rejected = await open_round(services, headers, body, content, turn, messages, 0, encode)
     if rejected or response.status_code >= 300 or "text/event-stream" not in response.headers.get("content-type", ""):
+        turn.done(0)
         return response, reply
     return response, _rounds(services, headers, body, content, turn, encode, reply)
 
@@ -181,44 +182,46 @@ async def _rounds(services: Services, headers: Mapping[str, str], body: dict[str
     theirs = client_tool_names(body)
     messages = list(body["messages"])
     round_, offer = 0, True
-    while True:
-        events, reading, relay, held, held_bytes = Events(), Reading(), Relay(theirs), [], 0
-        async with aclosing(reply):  # type: ignore[type-var]  # an async generator (upstream.open)
-            async for chunk in reply:
-                for raw in events.feed(chunk):
-                    if reading.starts_with == "content":
-                        if out := relay.relayed(raw):
-                            yield out
-                        continue
-                    before = reading.starts_with
-                    held.append(raw)
-                    held_bytes += len(raw)
-                    reading.feed(raw)
-                    if held_bytes > MAX_HELD_BYTES:  # a runaway call is not held without end: relayed, ours stripped
-                        reading.starts_with = "content"
-                    if reading.starts_with == "content":
-                        yield b"".join(relay.relayed(h) for h in held)
-                        held = []
-                    elif reading.starts_with == "tools" and before is None:
-                        yield KEEP_ALIVE
-        rest = events.rest()
-        message = reading.message()
-        calls = message["tool_calls"]
-        mine = [c for c in calls if call_name(c) not in theirs]
-        if reading.starts_with == "tools" and offer and len(mine) == len(calls):
-            results = await run_calls(turn, mine, messages)
-            messages = [*messages, assistant_turn(message), *results]
-            yield KEEP_ALIVE
-            round_ += 1
-            response, reply, rejected = await open_round(services, headers, body, content, turn, messages, round_,
-                                                         encode)
-            offer = round_ < MAX_ROUNDS and not rejected
-            if response.status_code >= 300:
-                await read_body(reply)
-                raise UpstreamUnavailable(f"the upstream answered HTTP {response.status_code} to a memory tool round")
-            continue
-        log.info("memory_tool_rounds", user_id=turn.user_id, rounds=round_, calls=turn.calls)
-        TOOL_TURNS.labels(str(round_)).inc()
-        if out := b"".join(relay.relayed(h) for h in held) + rest:
-            yield out
-        return
+    try:
+        while True:
+            events, reading, relay, held, held_bytes = Events(), Reading(), Relay(theirs), [], 0
+            async with aclosing(reply):  # type: ignore[type-var]  # an async generator (upstream.open)
+                async for chunk in reply:
+                    for raw in events.feed(chunk):
+                        if reading.starts_with == "content":
+                            if out := relay.relayed(raw):
+                                yield out
+                            continue
+                        before = reading.starts_with
+                        held.append(raw)
+                        held_bytes += len(raw)
+                        reading.feed(raw)
+                        if held_bytes > MAX_HELD_BYTES:  # a runaway call: relayed, ours stripped
+                            reading.starts_with = "content"
+                        if reading.starts_with == "content":
+                            yield b"".join(relay.relayed(h) for h in held)
+                            held = []
+                        elif reading.starts_with == "tools" and before is None:
+                            yield KEEP_ALIVE
+            rest = events.rest()
+            message = reading.message()
+            calls = message["tool_calls"]
+            mine = [c for c in calls if call_name(c) not in theirs]
+            if reading.starts_with == "tools" and offer and len(mine) == len(calls):
+                results = await run_calls(turn, mine, messages)
+                messages = [*messages, assistant_turn(message), *results]
+                yield KEEP_ALIVE
+                round_ += 1
+                response, reply, rejected = await open_round(services, headers, body, content, turn, messages, round_,
+                                                             encode)
+                offer = round_ < MAX_ROUNDS and not rejected
+                if response.status_code >= 300:
+                    await read_body(reply)
+                    raise UpstreamUnavailable(f"the upstream answered HTTP {response.status_code} to a memory tool round")
+                continue
+            TOOL_TURNS.labels(str(round_)).inc()
+            if out := b"".join(relay.relayed(h) for h in held) + rest:
+                yield out
+            return
+    finally:
+        turn.done(round_)
