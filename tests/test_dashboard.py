@@ -29,7 +29,6 @@ import httpx
 import pytest
 
 from memory_proxy.worker import refresh_gauges
-from tests import test_tool_stream
 from tests.conftest import (
     BUN,
     CHAT,
@@ -46,6 +45,8 @@ from tests.conftest import (
 )
 from tests.test_memory_tools import call, calling, script
 from tests.test_tool_rounds import SECRET_FACT
+from tests.test_tool_stream import calls_stream
+from tests.test_tool_stream import script as script_stream
 
 FORM_MSG = "Let me tell you about myself: I like tea, I drink coffee now, I live near Berlin with a cat, round"
 RETRY_MSG = "One more thing about me: I play chess, round"
@@ -186,7 +187,7 @@ async def drive_load(phase: int, proxy: httpx.AsyncClient, db: Any, worker: Any,
                             call("remember", {"fact": SECRET_FACT}, "call_2")))
     assert "search_memory" not in (await ok(CHAT, json=chat_body(RUNTIME_Q), headers=user_headers(hit_user))).text
     search = json.dumps({"query": RUNTIME_Q})
-    test_tool_stream.script(outside, test_tool_stream.calls_stream((0, "call_1", "search_memory", [search])))
+    script_stream(outside, calls_stream((0, "call_1", "search_memory", [search])))
     streamed = await ok(CHAT, json=chat_body(RUNTIME_Q, stream=True), headers=user_headers(hit_user))
     assert b"search_memory" not in streamed.content
     outside.routes["chat"].side_effect = None
