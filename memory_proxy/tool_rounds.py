@@ -22,10 +22,11 @@ from typing import Any
 
 import httpx
 
-from .memory_tools import ToolTurn, call_name, definitions, run_calls, tool_calls
-from .observability import TOOL_CALLS, log
+from .memory_tools import ToolTurn, call_name, definitions, offered, run_calls, tool_calls
+from .observability import TOOL_CALLS, WRITTEN_CALLS, log
 from .services import Services
 from .upstream import read_body
+from .written_calls import written_calls
 
 MAX_ROUNDS = 3
 CHAT_PATH = "/chat/completions"
@@ -90,7 +91,9 @@ async def open_with_tools(services: Services, headers: Mapping[str, str], body: 
             raw = await read_body(reply)
             parsed = _parsed(raw)
             message = _message(parsed)
-            calls = tool_calls(message)
+            calls = tool_calls(message) or (written(message, turn) if offer else [])
+            if calls and not tool_calls(message):  # written as text: carried on as the calls it spells
+                message = {**message, "content": None, "tool_calls": calls}
             mine = [c for c in calls if call_name(c) not in theirs]
             if offer and calls and len(mine) == len(calls):
                 results = await run_calls(turn, mine, messages)
@@ -109,6 +112,14 @@ def _parsed(raw: bytes) -> Any:
         return json.loads(raw)
     except (ValueError, RecursionError):
         return None
+
+
+def written(message: Any, turn: ToolTurn) -> list[Any]:
+    """Calls of our tools a model wrote as its whole text (memory_proxy/written_calls.py), counted; or []."""
+    content = message.get("content") if isinstance(message, dict) else None
+    calls = written_calls(content, offered(turn.mode)) if isinstance(content, str) else []
+    WRITTEN_CALLS.inc(len(calls))
+    return calls
 
 
 def _message(parsed: Any) -> Any:
