@@ -32,10 +32,10 @@ from typing import Any
 import httpx
 
 from .errors import UpstreamUnavailable
-from .memory_tools import ToolTurn, call_name, offered, run_calls
+from .memory_tools import ToolTurn, call_name, offered
 from .observability import WRITTEN_CALLS
 from .services import Services
-from .tool_rounds import MAX_ROUNDS, assistant_turn, client_tool_names, open_round
+from .tool_rounds import MAX_ROUNDS, client_tool_names, open_round, run_round
 from .upstream import read_body
 from .written_calls import may_be_written_call, written_calls
 
@@ -192,7 +192,7 @@ async def _rounds(services: Services, headers: Mapping[str, str], body: dict[str
                   turn: ToolTurn, encode: Callable[[Any], bytes], reply: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
     theirs = client_tool_names(body)
     messages = list(body["messages"])
-    round_, offer = 0, True
+    round_, offer, seen = 0, True, set[str]()
     try:
         while True:
             names = tuple(n for n in offered(turn.mode) if n not in theirs) if offer else ()
@@ -221,13 +221,13 @@ async def _rounds(services: Services, headers: Mapping[str, str], body: dict[str
             calls = message["tool_calls"]
             mine = [c for c in calls if call_name(c) not in theirs]
             if reading.starts_with == "tools" and offer and len(mine) == len(calls):
-                results = await run_calls(turn, mine, messages)
-                messages = [*messages, assistant_turn(message), *results]
+                messages, repeated = await run_round(turn, mine, message, messages, seen)
                 yield KEEP_ALIVE
                 round_ += 1
+                offer = round_ < MAX_ROUNDS and not repeated
                 response, reply, rejected = await open_round(services, headers, body, content, turn, messages, round_,
-                                                             encode)
-                offer = round_ < MAX_ROUNDS and not rejected
+                                                             encode, offer)
+                offer = offer and not rejected
                 if response.status_code >= 300:
                     await read_body(reply)
                     raise UpstreamUnavailable(f"the upstream answered HTTP {response.status_code} to a memory tool round")
