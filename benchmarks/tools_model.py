@@ -147,11 +147,12 @@ async def ask(system: System, shim: ModelsShim, client: httpx.AsyncClient, url: 
         log(f"{system.name}: {exc}")
         return
     requests = [n for n in shim.requests if (n.get("body") or {}).get("probe") == probe]
-    if given is None:
-        given = injected_texts(requests[0]["body"]) + tool_results(requests[-1]["body"]) if requests else []
+    bodies = [n["body"] for n in requests]
+    if given is None:  # injected before the turn, and every search result of its rounds
+        given = [*(injected_texts(bodies[0]) if bodies else []), *(r for b in bodies for r in tool_results(b))]
     system.turns.append(Turn(found(answer, given), found(answer, [reply]), bool(WRITTEN_CALL.search(reply)),
                              len(requests), sum(usage_tokens(n.get("tail", "")) for n in requests), ttft, total,
-                             made_calls(requests[-1]["body"]) if requests else [], reply))
+                             max((made_calls(b) for b in bodies), key=len, default=[]), reply))
 
 
 def mem0_found(texts: list[str], questions: list[str], embed_url: str) -> list[list[str]]:
