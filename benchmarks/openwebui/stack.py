@@ -120,9 +120,11 @@ async def start_embed_server(log_dir: Path) -> tuple[Proc, str]:
 class ModelsShim:
     """A relay between memory-proxy and the chat model server that can make ``GET /v1/models`` hang
     (``block(seconds)``), as a llama.cpp server busy generating does. Everything else passes through as it
-    comes (streams included). It notes each request: method, path, whether it streamed, how many tools."""
+    comes (streams included). It notes each request: method, path, whether it streamed, how many tools; with
+    ``keep``, also the request body as sent (``body``) and the reply's last 8 KiB (``tail``: a stream's usage)."""
     upstream: str  # up to /v1
     requests: list[dict] = field(default_factory=list)
+    keep: bool = False
     blocked_until: float = 0.0
     base_url: str = ""
 
@@ -154,6 +156,8 @@ class ModelsShim:
             try:
                 sent = json.loads(body)
                 note.update(stream=bool(sent.get("stream")), tools=len(sent.get("tools") or []), bytes=len(body))
+                if self.keep:
+                    note["body"] = sent
             except ValueError:
                 pass
         self.requests.append(note)
@@ -164,8 +168,12 @@ class ModelsShim:
             if "Content-Type" in up.headers:
                 reply.headers["Content-Type"] = up.headers["Content-Type"]
             await reply.prepare(request)
+            tail = b""
             async for chunk in up.content.iter_any():
                 await reply.write(chunk)
+                tail = (tail + chunk)[-8192:] if self.keep else tail
+            if self.keep:
+                note["tail"] = tail.decode(errors="replace")
             await reply.write_eof()
             return reply
 
