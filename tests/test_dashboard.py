@@ -41,6 +41,7 @@ from tests.conftest import (
     embeddings_reply,
     free_port,
     make_env,
+    metric,
     user_headers,
 )
 from tests.test_memory_tools import call, calling, script
@@ -182,7 +183,7 @@ async def drive_load(phase: int, proxy: httpx.AsyncClient, db: Any, worker: Any,
     await ok(CHAT, json=chat_body("Hello, anonymous."))
     assert (await proxy.get("/v1/models")).status_code == 200
     # the memory tools (MEMORY_TOOLS=all): a JSON turn whose model searches and tries to remember a secret, a
-    # streamed turn whose model searches; then the upstream answers plain text again
+    # streamed turn whose model searches, a turn whose model writes its search as text; then plain text again
     script(outside, calling(call("search_memory", {"query": RUNTIME_Q}, "call_1"),
                             call("remember", {"fact": SECRET_FACT}, "call_2")))
     assert "search_memory" not in (await ok(CHAT, json=chat_body(RUNTIME_Q), headers=user_headers(hit_user))).text
@@ -190,6 +191,10 @@ async def drive_load(phase: int, proxy: httpx.AsyncClient, db: Any, worker: Any,
     script_stream(outside, calls_stream((0, "call_1", "search_memory", [search])))
     streamed = await ok(CHAT, json=chat_body(RUNTIME_Q, stream=True), headers=user_headers(hit_user))
     assert b"search_memory" not in streamed.content
+    written = metric("memory_proxy_tool_calls_written_total")  # an unlabelled counter shows 0 with no call
+    script(outside, completion(json.dumps({"name": "search_memory", "arguments": {"query": RUNTIME_Q}})))
+    assert "search_memory" not in (await ok(CHAT, json=chat_body(RUNTIME_Q), headers=user_headers(hit_user))).text
+    assert metric("memory_proxy_tool_calls_written_total") == written + 1
     outside.routes["chat"].side_effect = None
     # an upstream error (relayed as a 5xx), then the upstream is back
     outside.routes["chat"].respond(500, json={"error": {"message": "overloaded", "type": "server_error",
