@@ -6,7 +6,9 @@ to a name that is not one of the client's tools) is not relayed: the calls are r
 their results are appended, and the upstream is asked again. After MAX_ROUNDS rounds, or once the model repeats
 calls it already made this turn (a loop small models fall into), the last request goes without our tools and
 without the rounds' messages: the turn as it goes without tools, with what the tools returned in its system
-prompt (`answer_messages`; a model shown its calls but no tools tends to write another call). Whatever ends the loop is relayed as the upstream sent it, byte for byte, unless it still holds a
+prompt (`answer_messages`; a model shown its calls but no tools tends to write another call). So is a round
+after ours that answers nothing at all (no text, no call: a small model may end its turn at once after a
+result). Whatever ends the loop is relayed as the upstream sent it, byte for byte, unless it still holds a
 call of ours: then those calls are taken out (and a message left without calls ends as `stop`).
 
 A reply that calls both ours and the client's tools goes to the client with only the client's calls: ours
@@ -137,6 +139,9 @@ async def open_with_tools(services: Services, headers: Mapping[str, str], body: 
                 messages, repeated = await run_round(turn, mine, message, messages, seen)
                 offer = round_ + 1 < MAX_ROUNDS and not repeated
                 continue
+            if offer and round_ and not calls and not _text(message):  # our rounds ended in no answer: ask for it
+                offer = False
+                continue
             if mine:
                 raw = encode(_without(parsed, theirs))
             TOOL_TURNS.labels(str(round_)).inc()
@@ -159,6 +164,11 @@ def written(message: Any, turn: ToolTurn) -> list[Any]:
     calls = written_calls(content, offered(turn.mode)) if isinstance(content, str) else []
     WRITTEN_CALLS.inc(len(calls))
     return calls
+
+
+def _text(message: Any) -> str:
+    content = message.get("content") if isinstance(message, dict) else None
+    return content.strip() if isinstance(content, str) else ""
 
 
 def _message(parsed: Any) -> Any:

@@ -11,10 +11,23 @@ from typing import Any
 import httpx
 from structlog.testing import capture_logs
 
-from tests.conftest import BERLIN, BUN, CHAT, RUNTIME_Q, USER_A, add_memory, chat_body, metric, user_headers
+from tests.conftest import (
+    BERLIN,
+    BUN,
+    CHAT,
+    RUNTIME_Q,
+    USER_A,
+    add_memory,
+    chat_body,
+    chunk,
+    completion,
+    metric,
+    sse,
+    user_headers,
+)
 from tests.test_logs import json_logs  # noqa: F401 - the fixture
-from tests.test_memory_tools import ASK, call, calling, script
-from tests.test_tool_stream import calls_stream
+from tests.test_memory_tools import ASK, FINAL, call, calling, script
+from tests.test_tool_stream import FINAL_STREAM, calls_stream, without_comments
 from tests.test_tool_stream import script as script_stream
 
 NOTE = "<memory_tools>"
@@ -90,6 +103,31 @@ async def test_the_retrieval_line_carries_the_rounds_json_and_streamed(proxy: An
     await plain.post(CHAT, json=chat_body(ASK), headers=user_headers(USER_A))
     [line] = [e for e in json_logs() if e["event"] == "memory_retrieval"]
     assert "rounds" not in line and line["outcome"] in ("hit", "miss")
+
+
+async def test_a_round_after_ours_that_answers_nothing_gets_the_answer_round(proxy: Any, outside: Any) -> None:
+    """A small model may end its turn at once after a tool result: the user gets an answer, not an empty reply."""
+    empty = completion()
+    empty["choices"][0]["message"] = {"role": "assistant", "content": None}
+    seen = script(outside, calling(call("search_memory", {"query": "home"})), empty)
+    client = await proxy(MEMORY_TOOLS="search")
+    response = await client.post(CHAT, json=chat_body(ASK), headers=user_headers(USER_A))
+    assert response.json()["choices"][0]["message"]["content"] == FINAL
+    assert len(seen) == 3 and "tools" not in seen[2] and [m["role"] for m in seen[2]["messages"]] == ["system", "user"]
+
+    nothing = sse(chunk({"role": "assistant", "content": None}), chunk({}, finish_reason="stop"))
+    seen = script_stream(outside, calls_stream((0, "c1", "search_memory", ['{"query": "home"}'])), nothing)
+    streamed = await client.post(CHAT, json=chat_body(ASK, stream=True), headers=user_headers(USER_A))
+    assert without_comments(streamed.content) == b"".join(FINAL_STREAM)
+    assert len(seen) == 3 and "tools" not in seen[2]
+
+
+async def test_an_empty_first_reply_is_relayed_as_the_model_gave_it(proxy: Any, outside: Any) -> None:
+    nothing = sse(chunk({"role": "assistant", "content": ""}), chunk({}, finish_reason="stop"))
+    seen = script_stream(outside, nothing)
+    response = await (await proxy(MEMORY_TOOLS="search")).post(CHAT, json=chat_body(ASK, stream=True),
+                                                               headers=user_headers(USER_A))
+    assert without_comments(response.content) == b"".join(nothing) and len(seen) == 1
 
 
 def turns(rounds: int) -> float:

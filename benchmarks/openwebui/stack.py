@@ -132,9 +132,12 @@ class ModelsShim:
         self.blocked_until = time.monotonic() + seconds
 
     async def start(self) -> str:
-        from aiohttp import ClientSession, ClientTimeout, web
+        from aiohttp import ClientSession, ClientTimeout, TCPConnector, web
 
-        self._session = ClientSession(timeout=ClientTimeout(total=None, sock_connect=10))
+        # a fresh connection per request: llama.cpp's server closes idle keep-alive connections, and a reused
+        # one it has closed fails the request ("Server disconnected")
+        self._session = ClientSession(timeout=ClientTimeout(total=None, sock_connect=10),
+                                      connector=TCPConnector(force_close=True))
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._relay)
         self._runner = web.AppRunner(app, access_log=None)
