@@ -158,9 +158,10 @@ TOOL_CALLS = Counter(
 TOOL_TURNS = Counter(
     "memory_proxy_tool_turns_total",
     "Identified chat turns offered the memory tools, counted when their rounds end in the reply relayed to the "
-    "client (tool_rounds.py, tool_stream.py), by the rounds of our calls the proxy ran (0 to 3; 0: the model "
-    "called none). Not counted: a turn whose offer the upstream refused (memory_proxy_tool_calls_total"
-    "{tool=\"all\",outcome=\"rejected\"}) or that ended in an upstream error.",
+    "client (tool_rounds.py, tool_stream.py), by the upstream rounds before that reply, as the memory_retrieval "
+    "line counts them (0 to 3; 0: the model called none of our tools). Not counted: a turn whose offer the "
+    "upstream refused (memory_proxy_tool_calls_total{tool=\"all\",outcome=\"rejected\"}) or that ended in an "
+    "upstream error.",
     ["rounds"],
 )
 WRITTEN_CALLS = Counter(
