@@ -294,7 +294,9 @@ async def run(args: argparse.Namespace) -> None:
         upstream = upstream_view(base_url)
 
         def proxy(mode: str, extra: dict[str, str] | None = None) -> Server:
-            env = {"WORKER_IN_PROCESS": "false", "MEMORY_TOOLS": mode, **(extra or {})}
+            # threshold injection beside the tools, as without them: only the search round differs
+            env = {"WORKER_IN_PROCESS": "false", "MEMORY_TOOLS": mode, "MEMORY_TOOLS_INJECT": "threshold",
+                   **(extra or {})}
             return servers.start_memory_proxy(upstream, user_id=BENCH_USER, env=env)
 
         try:

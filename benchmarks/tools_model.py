@@ -12,9 +12,10 @@ stack.ModelsShim) that keeps every request the model got and the end of every re
 
 Systems, each on the same questions:
 - `off`: memory-proxy with MEMORY_TOOLS=off: the memories injected for the question;
-- `search`: MEMORY_TOOLS=search (threshold injection as without tools, plus the model may search);
-- `search_always_on`: MEMORY_TOOLS=search, MEMORY_TOOLS_INJECT=always_on (only pinned/identity memories
-  injected, which these raw messages are not: the model must search);
+- `search_threshold`: MEMORY_TOOLS=search, MEMORY_TOOLS_INJECT=threshold (injection as without tools, plus
+  the model may search);
+- `search_always_on`: MEMORY_TOOLS=search, MEMORY_TOOLS_INJECT=always_on (the default: only pinned/identity
+  memories injected, which these raw messages are not, so the model must search);
 - `mem0`: mem0 2.2.1's `search(question, top_k=10)` over the same texts (formation_quality/mem0_search.py, the
   same local embedder), put before the question in mem0's documented prompt, sent to the same model directly.
 
@@ -52,7 +53,8 @@ from .openwebui.stack import ModelsShim, served_model, start_llama
 from .servers import ROOT, Server
 from .tools import locomo_conv26, seed_api, tool_results
 
-SYSTEMS = {"off": {"MEMORY_TOOLS": "off"}, "search": {"MEMORY_TOOLS": "search"},
+SYSTEMS = {"off": {"MEMORY_TOOLS": "off"},
+           "search_threshold": {"MEMORY_TOOLS": "search", "MEMORY_TOOLS_INJECT": "threshold"},
            "search_always_on": {"MEMORY_TOOLS": "search", "MEMORY_TOOLS_INJECT": "always_on"}}
 MEM0_PROMPT = "You are a helpful AI. Answer the question based on query and memories.\nUser Memories:\n{memories}"
 WRITTEN_CALL = re.compile(r'"name"\s*:\s*"(search_memory|remember|forget)"')

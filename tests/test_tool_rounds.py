@@ -75,11 +75,11 @@ async def test_always_on_injects_only_pinned_and_identity_memories_beside_the_to
     await add_memory(db, USER_A, BERLIN)
     question = "Where do I live, Berlin?"
     seen = script(outside)
-    await (await proxy(MEMORY_TOOLS="search")).post(CHAT, json=chat_body(question), headers=user_headers(USER_A))
-    assert pinned in system_text(seen[-1]) and BERLIN in system_text(seen[-1])  # threshold: the default
-    await (await proxy(MEMORY_TOOLS="search", MEMORY_TOOLS_INJECT="always_on")).post(
+    await (await proxy(MEMORY_TOOLS="search", MEMORY_TOOLS_INJECT="threshold")).post(
         CHAT, json=chat_body(question), headers=user_headers(USER_A))
-    assert pinned in system_text(seen[-1]) and BERLIN not in system_text(seen[-1])
+    assert pinned in system_text(seen[-1]) and BERLIN in system_text(seen[-1])
+    await (await proxy(MEMORY_TOOLS="search")).post(CHAT, json=chat_body(question), headers=user_headers(USER_A))
+    assert pinned in system_text(seen[-1]) and BERLIN not in system_text(seen[-1])  # always_on: the default
     await (await proxy(MEMORY_TOOLS_INJECT="always_on")).post(CHAT, json=chat_body(question),
                                                                headers=user_headers(USER_A))
     assert BERLIN in system_text(seen[-1])  # without tools the setting changes nothing
