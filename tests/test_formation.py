@@ -42,6 +42,8 @@ from tests.conftest import (
     vector_for,
 )
 from tests.test_memory_tools import call, calling, script
+from tests.test_tool_stream import calls_stream
+from tests.test_tool_stream import script as script_stream
 from tests.test_worker import links
 
 
@@ -302,16 +304,20 @@ def placed_near(text: str, others: list[str]) -> Any:
     return reply
 
 
-async def remembered_turn(proxy: Any, outside: Any, message: str, fact: str) -> None:
+async def remembered_turn(proxy: Any, outside: Any, message: str, fact: str, *, stream: bool = False) -> None:
     """A chat turn in which the scripted chat model calls remember(fact) once, then answers."""
-    script(outside, calling(call("remember", {"fact": fact})))
+    if stream:
+        script_stream(outside, calls_stream((0, "call_1", "remember", [json.dumps({"fact": fact})])))
+    else:
+        script(outside, calling(call("remember", {"fact": fact})))
     client = await proxy(MEMORY_TOOLS="all")
-    response = await client.post(CHAT, json=chat_body(message), headers=user_headers(USER_A))
+    response = await client.post(CHAT, json=chat_body(message, stream=stream), headers=user_headers(USER_A))
     assert response.status_code == 200
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "streamed"])
 async def test_a_fact_the_chat_model_remembered_is_not_stored_again_by_formation(
-        proxy: Any, outside: Any, db: Any, worker: Any, memory_llm: Any) -> None:
+        proxy: Any, outside: Any, db: Any, worker: Any, memory_llm: Any, stream: bool) -> None:
     """The memory LLM extracts, in other words, what `remember` stored in the turn, and the user's nearer
     memories would keep the remembered one from its comparison: it is compared all the same, the model's
     `same` holds, and the user keeps one memory of it, not two."""
@@ -320,7 +326,7 @@ async def test_a_fact_the_chat_model_remembered_is_not_stored_again_by_formation
     paraphrase = "User is based in Lyon."
     outside.routes["embeddings"].side_effect = placed_near(paraphrase, CROWD)
     memory_llm.extract = lambda message: [{"fact": paraphrase, "type": "identity", "same_text": LYON}]
-    await remembered_turn(proxy, outside, "I live in Lyon now.", LYON)
+    await remembered_turn(proxy, outside, "I live in Lyon now.", LYON, stream=stream)
     assert await worker.run_until_idle() == 1
     assert memory_llm.calls("relate") == 1
     assert await links(db, USER_A) == sorted([*CROWD, LYON])
