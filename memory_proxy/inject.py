@@ -56,11 +56,13 @@ def has_client_memory(messages: list[Any]) -> bool:
                and CLIENT_MEMORY_MARKER in message_text(m.get("content")) for m in messages)
 
 
-def inject_memories(messages: list[Any], memories: list[Memory]) -> list[Any]:
-    """A new message list with the memory block in the system prompt; the input is not modified."""
-    if not memories:
+def inject_memories(messages: list[Any], memories: list[Memory], tools_note: bool = False) -> list[Any]:
+    """A new message list with the memory block in the system prompt (and, with `tools_note`, the note that the
+    model can search for more: prompts/memory_tools.md); the input is not modified."""
+    parts = [*([render_memories(memories)] if memories else []), *([render("memory_tools.md")] if tools_note else [])]
+    if not parts:
         return messages
-    block = render_memories(memories)
+    block = "\n\n".join(parts)
     out = list(messages)
     for i, message in enumerate(out):
         if isinstance(message, dict) and message.get("role") == "system":

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -126,6 +127,13 @@ class ToolTurn:
     calls: int = 0
     remembered: list[Remembered] = field(default_factory=list)  # stored by `remember` (formation protects them)
     forgotten: int = 0
+    on_done: Callable[[int, int], None] | None = None  # called once with (rounds, calls) when the rounds end
+
+    def done(self, rounds: int) -> None:
+        """The rounds have ended (a final reply, an error or the client leaving): report them once."""
+        on_done, self.on_done = self.on_done, None
+        if on_done:
+            on_done(rounds, self.calls)
 
 
 async def run_calls(turn: ToolTurn, calls: list[Any], messages: list[Any]) -> list[dict[str, Any]]:

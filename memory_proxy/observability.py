@@ -155,6 +155,11 @@ TOOL_CALLS = Counter(
     "failed), and offers the upstream refused (tool `all`, outcome rejected: HTTP 400, retried without them).",
     ["tool", "outcome"],
 )
+WRITTEN_CALLS = Counter(
+    "memory_proxy_tool_calls_written_total",
+    "Memory tool calls a model wrote as its text instead of as tool_calls, read as calls (memory_proxy/"
+    "written_calls.py): many small models do so behind llama.cpp's server; each is also in tool_calls_total.",
+)
 SCANS = Counter("memory_proxy_secret_scans_total",
                 "Secret scans and formation's reading of a turn and checks of its facts, run off the event loop (memory_proxy/scanner.py), by where (thread: a small "
                 "text; process: a worker process) and outcome (ok; failed; timeout: past SECRET_SCAN_TIMEOUT, its "

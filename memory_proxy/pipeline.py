@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -108,19 +108,37 @@ def search_query(text: str) -> str:
     return f"{text[:MAX_QUERY_CHARS // 2]}\n{text[-MAX_QUERY_CHARS // 2:]}"
 
 
-async def memories_for_turn(services: Services, user_id: str, body: dict[str, Any]) -> list[Memory]:
-    """The user's memories for this turn within the token budget, or none if the memory side fails. One
-    `memory_retrieval` line per identified chat turn says what happened (info; warning when it failed open)."""
+@dataclass
+class TurnRetrieval:
+    """What retrieval did for one identified chat turn: the memories to inject and its `memory_retrieval` log line
+    (info; warning when it failed open), logged once: at once, or when the memory tool rounds end (with them)."""
+
+    memories: list[Memory]
+    outcome: str
+    fields: dict[str, Any]
+
+    def log(self, **tools: Any) -> None:
+        (log.warning if self.outcome == "failed" else log.info)("memory_retrieval", **self.fields, **tools)
+
+
+async def memories_for_turn(services: Services, user_id: str, body: dict[str, Any],
+                            query_tier: bool = True) -> TurnRetrieval:
+    """The user's memories for this turn within the token budget, or none if the memory side fails; without
+    `query_tier`, only the always-on tier (pinned and identity memories: MEMORY_TOOLS_INJECT=always_on)."""
     started = time.perf_counter()
-    memories, outcome, reason = await _retrieved(services, user_id, body)
+    memories, outcome, reason = await _retrieved(services, user_id, body, query_tier)
     RETRIEVAL_OUTCOMES.labels(outcome).inc()
-    (log.warning if outcome == "failed" else log.info)(
-        "memory_retrieval", user_id=user_id, outcome=outcome, count=len(memories), ids=[m.id for m in memories],
-        ms=round((time.perf_counter() - started) * 1000, 1), **({"reason": reason} if reason else {}))
-    return memories
+    return TurnRetrieval(memories, outcome, {
+        "user_id": user_id, "outcome": outcome, "count": len(memories), "ids": [m.id for m in memories],
+        "ms": round((time.perf_counter() - started) * 1000, 1), **({"reason": reason} if reason else {})})
 
 
-async def _retrieved(services: Services, user_id: str, body: dict[str, Any]) -> tuple[list[Memory], str, str]:
+def _log_with_rounds(retrieval: TurnRetrieval, mode: str, rounds: int, calls: int) -> None:
+    retrieval.log(tools=mode, rounds=rounds, tool_calls=calls)
+
+
+async def _retrieved(services: Services, user_id: str, body: dict[str, Any],
+                     query_tier: bool) -> tuple[list[Memory], str, str]:
     """(memories, outcome: hit, miss, skipped or failed, and why: the fail-open reason — of the whole
     retrieval, or of the search when recent memories stood in —, or the skip's)."""
     messages = body["messages"]
@@ -145,7 +163,7 @@ async def _retrieved(services: Services, user_id: str, body: dict[str, Any]) -> 
         FAIL_OPEN.labels("internal_error").inc()
         log.exception("retrieval_error")  # the traceback; the turn's memory_retrieval line follows
         return [], "failed", "internal_error"
-    memories = within_budget(found.always_on, found.query, retrieval.token_budget)
+    memories = within_budget(found.always_on, found.query if query_tier else [], retrieval.token_budget)
     MEMORIES_INJECTED.observe(len(memories))
     if memories:
         services.uses.add(user_id, [m.id for m in memories])
@@ -241,28 +259,37 @@ async def chat_turn(services: Services, headers: Mapping[str, str], raw: bytes) 
     user_id = read_user_id(headers, services.settings.server)
     kind = classify(user_id, headers.get(TASK_HEADER), body)
 
-    memories: list[Memory] = []
-    if kind is TurnKind.CHAT and user_id:
-        memories = await memories_for_turn(services, user_id, body)
+    identified = user_id if kind is TurnKind.CHAT else None  # the user whose memories this turn reads and forms
+    with_tools = bool(identified) and offers_tools(services, body)
+    retrieval: TurnRetrieval | None = None
+    if identified:
+        retrieval = await memories_for_turn(services, identified, body,
+                                            query_tier=not with_tools or services.settings.retrieval.tools_inject
+                                            == "threshold")
+    memories = retrieval.memories if retrieval else []
     content, sent = raw, body
     if memories:
         sent = {**body, "messages": inject_memories(body["messages"], memories)}
         content = encode_json(sent)
     on_end: OnReplyEnd | None = None
     tools: ToolTurn | None = None
-    with_tools = kind is TurnKind.CHAT and bool(user_id) and offers_tools(services, body)
-    if kind is TurnKind.CHAT and user_id and (services.settings.formation.enabled or with_tools):
+    if identified and (services.settings.formation.enabled or with_tools):
         payload = formation_payload(body, memories)
         if with_tools:
-            tools = ToolTurn(services, user_id, services.settings.retrieval.tools, payload, said_at)
+            tools = ToolTurn(services, identified, services.settings.retrieval.tools, payload, said_at)
         if services.settings.formation.enabled:
-            on_end = partial(enqueue_formation, services, user_id, payload, said_at, tools=tools)
+            on_end = partial(enqueue_formation, services, identified, payload, said_at, tools=tools)
+    if retrieval and tools:  # logged with the rounds, when they end
+        tools.on_done = partial(_log_with_rounds, retrieval, tools.mode)
+    elif retrieval:
+        retrieval.log()
     ADDED_LATENCY.labels(kind.value).observe(time.perf_counter() - started)
 
     forwarded = time.perf_counter()
-    if tools:
+    if tools:  # the rounds' requests say that the model may search; a retry without tools sends `content`
+        offering = {**body, "messages": inject_memories(body["messages"], memories, tools_note=True)}
         opener = open_streamed_with_tools if sent.get("stream") else open_with_tools
-        response, reply_body = await opener(services, headers, sent, content, tools, encode_json)
+        response, reply_body = await opener(services, headers, offering, content, tools, encode_json)
     else:
         response, reply_body = await services.upstream.open("POST", "/chat/completions", headers, content)
     UPSTREAM_FIRST_BYTE.labels("chat").observe(time.perf_counter() - forwarded)

@@ -220,6 +220,10 @@ class RetrievalSettings:
         "`forget`, each guarded: a fact only from the user's own words of this conversation, a forget only when "
         "the user's latest message asks for one). The proxy runs the calls itself; none reaches the client.",
         choice("off", "search", "all"), in_code=True)
+    tools_inject: str = env("MEMORY_TOOLS_INJECT", "threshold", "What is injected before a turn that is offered "
+        "the memory tools: `threshold` (as without tools: the always-on tier and the memories similar to the "
+        "message) or `always_on` (only pinned and identity memories; the model searches for the rest).",
+        choice("threshold", "always_on"), in_code=True)
     ranking: RankingSettings = field(default_factory=RankingSettings)
 
 

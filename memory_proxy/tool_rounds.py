@@ -22,10 +22,11 @@ from typing import Any
 
 import httpx
 
-from .memory_tools import ToolTurn, call_name, definitions, run_calls, tool_calls
-from .observability import TOOL_CALLS, log
+from .memory_tools import ToolTurn, call_name, definitions, offered, run_calls, tool_calls
+from .observability import TOOL_CALLS, WRITTEN_CALLS, log
 from .services import Services
 from .upstream import read_body
+from .written_calls import written_calls
 
 MAX_ROUNDS = 3
 CHAT_PATH = "/chat/completions"
@@ -79,24 +80,30 @@ async def open_with_tools(services: Services, headers: Mapping[str, str], body: 
     tools' calls run on the way (see the module docstring). `encode` is the pipeline's JSON encoder."""
     theirs = client_tool_names(body)
     messages = list(body["messages"])
-    for round_ in range(MAX_ROUNDS + 1):
-        offer = round_ < MAX_ROUNDS
-        response, reply, rejected = await open_round(services, headers, body, content, turn, messages, round_, encode)
-        if rejected or response.status_code >= 300 or "json" not in response.headers.get("content-type", ""):
-            return response, reply
-        raw = await read_body(reply)
-        parsed = _parsed(raw)
-        message = _message(parsed)
-        calls = tool_calls(message)
-        mine = [c for c in calls if call_name(c) not in theirs]
-        if offer and calls and len(mine) == len(calls):
-            results = await run_calls(turn, mine, messages)
-            messages = [*messages, assistant_turn(message), *results]
-            continue
-        if mine:
-            raw = encode(_without(parsed, theirs))
-        log.info("memory_tool_rounds", user_id=turn.user_id, rounds=round_, calls=turn.calls)
-        return response, _once(raw)
+    round_ = 0
+    try:
+        for round_ in range(MAX_ROUNDS + 1):
+            offer = round_ < MAX_ROUNDS
+            response, reply, rejected = await open_round(services, headers, body, content, turn, messages, round_,
+                                                         encode)
+            if rejected or response.status_code >= 300 or "json" not in response.headers.get("content-type", ""):
+                return response, reply
+            raw = await read_body(reply)
+            parsed = _parsed(raw)
+            message = _message(parsed)
+            calls = tool_calls(message) or (written(message, turn) if offer else [])
+            if calls and not tool_calls(message):  # written as text: carried on as the calls it spells
+                message = {**message, "content": None, "tool_calls": calls}
+            mine = [c for c in calls if call_name(c) not in theirs]
+            if offer and calls and len(mine) == len(calls):
+                results = await run_calls(turn, mine, messages)
+                messages = [*messages, assistant_turn(message), *results]
+                continue
+            if mine:
+                raw = encode(_without(parsed, theirs))
+            return response, _once(raw)
+    finally:
+        turn.done(round_)
     raise AssertionError("unreachable: the last round offers no tools and returns")
 
 
@@ -105,6 +112,14 @@ def _parsed(raw: bytes) -> Any:
         return json.loads(raw)
     except (ValueError, RecursionError):
         return None
+
+
+def written(message: Any, turn: ToolTurn) -> list[Any]:
+    """Calls of our tools a model wrote as its whole text (memory_proxy/written_calls.py), counted; or []."""
+    content = message.get("content") if isinstance(message, dict) else None
+    calls = written_calls(content, offered(turn.mode)) if isinstance(content, str) else []
+    WRITTEN_CALLS.inc(len(calls))
+    return calls
 
 
 def _message(parsed: Any) -> Any:

@@ -2,7 +2,8 @@
 from the upstream's server-sent events, and no chunk of our calls ever reaching the client.
 
 Each round's stream is read event by event. Until the first choice's delta shows content text or a tool call
-(or the stream ends), its events are held, role-only ones too:
+(or the stream ends), its events are held, role-only ones too; text that may be one of our calls written out
+(memory_proxy/written_calls.py) is held until it is clearly text, or read as those calls when the round ends:
 - content first: the held events and then the rest are relayed as they arrive, byte for byte. An event that
   later carries a call of ours (a model that writes and then calls) is dropped; one that mixes ours with the
   client's is re-encoded with the client's only;
@@ -31,11 +32,12 @@ from typing import Any
 import httpx
 
 from .errors import UpstreamUnavailable
-from .memory_tools import ToolTurn, call_name, run_calls
-from .observability import log
+from .memory_tools import ToolTurn, call_name, offered, run_calls
+from .observability import WRITTEN_CALLS
 from .services import Services
 from .tool_rounds import MAX_ROUNDS, assistant_turn, client_tool_names, open_round
 from .upstream import read_body
+from .written_calls import may_be_written_call, written_calls
 
 KEEP_ALIVE = b": keep-alive\n\n"
 MAX_HELD_BYTES = 256 * 1024  # of a round held while it reads as a tool call; past it the round is relayed as text
@@ -90,11 +92,15 @@ def delta_calls(choice: dict[str, Any]) -> list[Any]:
 
 
 class Reading:
-    """One round's stream as read so far: what it starts with, its text, and its calls put together by index."""
+    """One round's stream as read so far: what it starts with, its text, and its calls put together by index.
+    With `names` (our tools, when offered), text that may be a call written out (memory_proxy/written_calls.py)
+    keeps the round undecided until it is clearly text or the stream ends; then it is read as those calls."""
 
-    def __init__(self) -> None:
+    def __init__(self, names: tuple[str, ...] = ()) -> None:
         self.starts_with: str | None = None  # "content" or "tools", once the stream shows which
         self.text = ""
+        self.written: list[dict[str, Any]] = []  # the calls the text spelled, when it did
+        self._names = names
         self._calls: dict[int, dict[str, str]] = {}
 
     def feed(self, raw: bytes) -> None:
@@ -118,11 +124,16 @@ class Reading:
         if self.starts_with is None:
             if self._calls:
                 self.starts_with = "tools"
-            elif content or choice.get("finish_reason") or event == "[DONE]":
+            elif choice.get("finish_reason") or event == "[DONE]":
+                self.written = written_calls(self.text, self._names) if self._names else []
+                self.starts_with = "tools" if self.written else "content"
+            elif content and not (self._names and may_be_written_call(self.text)):
                 self.starts_with = "content"
 
     def message(self) -> dict[str, Any]:
         """The assistant message the stream spelled out, as a non-streamed reply holds it."""
+        if self.written:
+            return {"role": "assistant", "content": None, "tool_calls": self.written}
         calls = [{"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
                  for _, c in sorted(self._calls.items())]
         return {"role": "assistant", "content": self.text or None, "tool_calls": calls}
@@ -172,6 +183,7 @@ async def open_streamed_with_tools(services: Services, headers: Mapping[str, str
     messages = list(body["messages"])
     response, reply, rejected = await open_round(services, headers, body, content, turn, messages, 0, encode)
     if rejected or response.status_code >= 300 or "text/event-stream" not in response.headers.get("content-type", ""):
+        turn.done(0)
         return response, reply
     return response, _rounds(services, headers, body, content, turn, encode, reply)
 
@@ -181,43 +193,47 @@ async def _rounds(services: Services, headers: Mapping[str, str], body: dict[str
     theirs = client_tool_names(body)
     messages = list(body["messages"])
     round_, offer = 0, True
-    while True:
-        events, reading, relay, held, held_bytes = Events(), Reading(), Relay(theirs), [], 0
-        async with aclosing(reply):  # type: ignore[type-var]  # an async generator (upstream.open)
-            async for chunk in reply:
-                for raw in events.feed(chunk):
-                    if reading.starts_with == "content":
-                        if out := relay.relayed(raw):
-                            yield out
-                        continue
-                    before = reading.starts_with
-                    held.append(raw)
-                    held_bytes += len(raw)
-                    reading.feed(raw)
-                    if held_bytes > MAX_HELD_BYTES:  # a runaway call is not held without end: relayed, ours stripped
-                        reading.starts_with = "content"
-                    if reading.starts_with == "content":
-                        yield b"".join(relay.relayed(h) for h in held)
-                        held = []
-                    elif reading.starts_with == "tools" and before is None:
-                        yield KEEP_ALIVE
-        rest = events.rest()
-        message = reading.message()
-        calls = message["tool_calls"]
-        mine = [c for c in calls if call_name(c) not in theirs]
-        if reading.starts_with == "tools" and offer and len(mine) == len(calls):
-            results = await run_calls(turn, mine, messages)
-            messages = [*messages, assistant_turn(message), *results]
-            yield KEEP_ALIVE
-            round_ += 1
-            response, reply, rejected = await open_round(services, headers, body, content, turn, messages, round_,
-                                                         encode)
-            offer = round_ < MAX_ROUNDS and not rejected
-            if response.status_code >= 300:
-                await read_body(reply)
-                raise UpstreamUnavailable(f"the upstream answered HTTP {response.status_code} to a memory tool round")
-            continue
-        log.info("memory_tool_rounds", user_id=turn.user_id, rounds=round_, calls=turn.calls)
-        if out := b"".join(relay.relayed(h) for h in held) + rest:
-            yield out
-        return
+    try:
+        while True:
+            names = tuple(n for n in offered(turn.mode) if n not in theirs) if offer else ()
+            events, reading, relay, held, held_bytes = Events(), Reading(names), Relay(theirs), [], 0
+            async with aclosing(reply):  # type: ignore[type-var]  # an async generator (upstream.open)
+                async for chunk in reply:
+                    for raw in events.feed(chunk):
+                        if reading.starts_with == "content":
+                            if out := relay.relayed(raw):
+                                yield out
+                            continue
+                        before = reading.starts_with
+                        held.append(raw)
+                        held_bytes += len(raw)
+                        reading.feed(raw)
+                        if held_bytes > MAX_HELD_BYTES:  # a runaway call: relayed, ours stripped
+                            reading.starts_with = "content"
+                        if reading.starts_with == "content":
+                            yield b"".join(relay.relayed(h) for h in held)
+                            held = []
+                        elif reading.starts_with == "tools" and before is None:
+                            yield KEEP_ALIVE
+            rest = events.rest()
+            WRITTEN_CALLS.inc(len(reading.written))
+            message = reading.message()
+            calls = message["tool_calls"]
+            mine = [c for c in calls if call_name(c) not in theirs]
+            if reading.starts_with == "tools" and offer and len(mine) == len(calls):
+                results = await run_calls(turn, mine, messages)
+                messages = [*messages, assistant_turn(message), *results]
+                yield KEEP_ALIVE
+                round_ += 1
+                response, reply, rejected = await open_round(services, headers, body, content, turn, messages, round_,
+                                                             encode)
+                offer = round_ < MAX_ROUNDS and not rejected
+                if response.status_code >= 300:
+                    await read_body(reply)
+                    raise UpstreamUnavailable(f"the upstream answered HTTP {response.status_code} to a memory tool round")
+                continue
+            if out := b"".join(relay.relayed(h) for h in held) + rest:
+                yield out
+            return
+    finally:
+        turn.done(round_)

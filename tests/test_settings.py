@@ -92,7 +92,7 @@ def test_a_configured_memory_llm_wins_over_the_upstream() -> None:
 
 
 # Values that parse for some variable; each variable must accept one of them that changes a setting.
-SAMPLES = ("2", "3", "0.5", "false", "true", "openai", "text", "json_schema", "debug", "console", "raw", "search",
+SAMPLES = ("2", "3", "0.5", "false", "true", "openai", "text", "json_schema", "debug", "console", "raw", "search", "always_on",
            "k" * 40,
            "http://example.test/v1", "postgresql://example.test/db",
            "identity=1,preference=2,relationship=3,project=4,context=5,temporary=6")
