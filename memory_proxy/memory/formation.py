@@ -24,8 +24,9 @@ trusted with (provenance, secrets, grounding, size, duplicates, the flip-flop ru
    the `remember` tool in this turn (the payload's `remembered`) are always among those compared, and are
    protected: a fact the model relates to one of them (confirmed) is not stored, whether it says the same,
    more or something else, and neither that fact nor a forget request of the same turn retires it (the
-   chat model read the same words; a second reading does not correct it). Facts that expire sooner never retire longer-lived
-   memories (`_settle`). The worker writes the outcome in one transaction with the job's completion.
+   chat model read the same words; a second reading does not correct it). Facts that expire sooner never
+   retire longer-lived memories (`_settle`). The worker writes the outcome in one transaction with the
+   job's completion.
 
 A reply that cannot be read (memory/llm.MalformedReply) is an empty answer, logged in `malformed`: no
 facts, nothing related (the fact is added), nothing forgotten. Only a failure to reach the model fails
