@@ -270,7 +270,7 @@ class MemoryLLMSettings:
         f"{MISTRAL_URL} for `mistral`, `UPSTREAM_BASE_URL` for `openai` and `upstream`.", url,
         unset=_provider_url("memory_llm"))
     api_key: str = env("MEMORY_LLM_API_KEY", "", "Memory LLM key. Falls back to `MISTRAL_API_KEY`, then "
-        "`UPSTREAM_API_KEY`.", fallback=_MISTRAL_KEY, unset=lambda values: values["upstream.api_key"], repr=False)
+        "`UPSTREAM_API_KEY` (with `upstream`: to `UPSTREAM_API_KEY` only).", fallback=_MISTRAL_KEY, unset=lambda values: values["upstream.api_key"], repr=False)
     mode: str = env("MEMORY_LLM_MODE", "", "How instructor asks for structured output: `tools`, "
         "`json_schema`, `json` (a JSON object constrained by the schema: llama.cpp, Ollama and most local "
         "servers) or `md_json`. Default: `json` for `upstream` on this machine or a private network "
@@ -399,7 +399,10 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
                         "(use tools, json_schema or md_json)")
     if problems:
         raise SettingsError("invalid settings:\n  " + "\n  ".join(problems))
-    settings: Settings = DECLARED.build(DECLARED.values(parsed))
+    values = DECLARED.values(parsed)
+    if values["memory_llm.provider"] == "upstream" and parsed[FIELDS["memory_llm.api_key"]] is None:
+        values["memory_llm.api_key"] = values["upstream.api_key"]  # the upstream's key, never a Mistral key
+    settings: Settings = DECLARED.build(values)
     return settings
 
 

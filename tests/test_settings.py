@@ -91,6 +91,15 @@ def test_a_configured_memory_llm_wins_over_the_upstream() -> None:
     assert load_settings({**upstream, "MEMORY_LLM_MODE": "md_json"}).memory_llm.mode == "md_json"
 
 
+def test_the_upstream_provider_sends_the_upstreams_key_not_a_mistral_one() -> None:
+    """A Mistral key for the embeddings beside a chat upstream of another vendor: formation, asked to use the
+    upstream, authenticates there with the upstream's key."""
+    chosen = {"MEMORY_LLM_PROVIDER": "upstream", "MISTRAL_API_KEY": "mk", "UPSTREAM_API_KEY": "uk",
+              "UPSTREAM_BASE_URL": "https://api.openai.com/v1"}
+    assert load_settings(chosen).memory_llm.api_key == "uk"
+    assert load_settings({**chosen, "MEMORY_LLM_API_KEY": "lk"}).memory_llm.api_key == "lk"
+
+
 # Values that parse for some variable; each variable must accept one of them that changes a setting.
 SAMPLES = ("2", "3", "0.5", "false", "true", "openai", "text", "json_schema", "debug", "console", "raw", "search", "always_on",
            "k" * 40,
