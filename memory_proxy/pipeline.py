@@ -23,7 +23,7 @@ from litestar import Response
 from litestar.response import Stream
 
 from .auth import read_user_id
-from .classify import TASK_HEADER, TurnKind, classify, latest_user_text, message_text
+from .classify import TASK_HEADER, TurnKind, classify, latest_user_text, message_text, storable
 from .errors import BadRequest, MemoryUnavailable, UpstreamError, openai_error
 from .inject import has_client_memory, inject_memories, within_budget
 from .job_payload import FormationPayload, Message, Retrieved
@@ -228,7 +228,7 @@ def formation_payload(body: dict[str, Any], memories: list[Memory]) -> Formation
     model = body.get("model")
     return FormationPayload(user_message=users_message(messages)[:MAX_USER_MESSAGE_CHARS], context=context,
                             retrieved=tuple(Retrieved(m.id, m.content) for m in memories),
-                            model=model[:MAX_MODEL_CHARS] if isinstance(model, str) else "")
+                            model=storable(model)[:MAX_MODEL_CHARS] if isinstance(model, str) else "")
 
 
 async def enqueue_formation(services: Services, user_id: str, payload: FormationPayload, said_at: datetime,
