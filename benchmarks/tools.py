@@ -78,14 +78,28 @@ class ToolUpstream(FakeUpstream):
         messages = body.get("messages") or [{}]
         offered = any(isinstance(t, dict) and (t.get("function") or {}).get("name") == SEARCH
                       for t in body.get("tools") or ())
+        calling = offered and body.get("bench_search") and messages[-1].get("role") != "tool"
+        if body.get("stream") and not calling:
+            await super().chat(send, body)  # its words, streamed at once
+            return
         message: dict[str, Any] = {"role": "assistant", "content": "Here is what I found."}
         finish = "stop"
         if offered and body.get("bench_search") and messages[-1].get("role") != "tool":
-            question = next((m.get("content") for m in reversed(messages) if m.get("role") == "user"), "")
+            question = body["bench_search"] if isinstance(body["bench_search"], str) else next(
+                (m.get("content") for m in reversed(messages) if m.get("role") == "user"), "")
             message = {"role": "assistant", "content": None, "tool_calls": [{
                 "id": f"call_{uuid.uuid4().hex[:12]}", "type": "function",
                 "function": {"name": SEARCH, "arguments": json.dumps({"query": question})}}]}
             finish = "tool_calls"
+        if body.get("stream"):
+            call = {"index": 0, **message["tool_calls"][0]}
+            events = [{"choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": [call]}}]},
+                      {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}]
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [(b"content-type", b"text/event-stream")]})
+            await send({"type": "http.response.body", "more_body": False, "body": b"".join(
+                b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n"})
+            return
         answer = {"id": f"chatcmpl-tools{time.monotonic_ns()}", "object": "chat.completion",
                   "created": int(time.time()), "model": body.get("model") or "fake-model",
                   "choices": [{"index": 0, "finish_reason": finish, "message": message}],
@@ -112,8 +126,9 @@ def tool_results(request: dict[str, Any]) -> list[str]:
     return texts
 
 
-async def chat(client: httpx.AsyncClient, server: Server, question: str, probe: str, search: bool) -> float:
-    """One non-streamed turn; its wall-clock ms. Raises unless the client got a final text without our calls."""
+async def chat(client: httpx.AsyncClient, server: Server, question: str, probe: str, search: bool | str) -> float:
+    """One non-streamed turn; its wall-clock ms. Raises unless the client got a final text without our calls.
+    `search`: the oracle searches (the question, or this query when a string)."""
     body = {"model": "fake-model", "messages": [{"role": "user", "content": question}],
             "probe": probe, "bench_search": search}
     began = time.perf_counter()
@@ -123,6 +138,22 @@ async def chat(client: httpx.AsyncClient, server: Server, question: str, probe: 
     if response.status_code != 200 or message.get("tool_calls") or not message.get("content"):
         raise RuntimeError(f"turn {probe}: HTTP {response.status_code} {response.text[:300]}")
     return elapsed
+
+
+async def first_token(client: httpx.AsyncClient, server: Server, question: str, probe: str, search: bool) -> float:
+    """One streamed turn; ms until its first content text. Raises unless text came and no call of ours did."""
+    body = {"model": "fake-model", "messages": [{"role": "user", "content": question}], "stream": True,
+            "probe": probe, "bench_search": search}
+    began, first = time.perf_counter(), 0.0
+    async with client.stream("POST", server.chat_url, json=body, headers=server.headers) as response:
+        async for line in response.aiter_lines():
+            if SEARCH in line:
+                raise RuntimeError(f"turn {probe}: our call reached the client")
+            if not first and line.startswith("data: {") and '"content"' in line:
+                first = (time.perf_counter() - began) * 1000
+    if response.status_code != 200 or not first:
+        raise RuntimeError(f"turn {probe}: HTTP {response.status_code}, no text")
+    return first
 
 
 @dataclass
@@ -145,13 +176,15 @@ async def added_time(fake: ToolUpstream, off: Server, tools: Server, turns: int,
                      log: Callable[[str], None]) -> str:
     """Part 1: the three cases interleaved turn by turn; the table and the added time."""
     cases = [Case("MEMORY_TOOLS=off", off, False), Case("search offered, not called", tools, False),
-             Case("search called once", tools, True)]
+             Case("search called once", tools, True), Case("streamed, MEMORY_TOOLS=off: first token", off, False),
+             Case("streamed, search called once: first token", tools, True)]
     async with httpx.AsyncClient(timeout=60) as client:
         for turn in range(-WARMUP, turns):
             for case in cases:
                 probe = uuid.uuid4().hex
                 try:
-                    ms = await chat(client, case.server, QUESTION, probe, case.search)
+                    turn_ms = first_token if case.name.startswith("streamed") else chat
+                    ms = await turn_ms(client, case.server, QUESTION, probe, case.search)
                 except (RuntimeError, httpx.HTTPError, ValueError, KeyError) as exc:
                     case.errors += 1
                     log(f"{case.name}: {exc}")
@@ -170,12 +203,14 @@ async def added_time(fake: ToolUpstream, off: Server, tools: Server, turns: int,
         results = f"{statistics.mean(case.results):.1f}" if case.search and case.results else "—"
         lines.append(f"| {case.name} | {len(case.ms)} | {percentile(case.ms, 0.5):.1f} | {percentile(case.ms, 0.95):.1f} "
                      f"| {calls} | {results} | {case.errors} |")
-    off_p50, offered_p50, called_p50 = (percentile(c.ms, 0.5) for c in cases)
+    off_p50, offered_p50, called_p50, first_off, first_called = (percentile(c.ms, 0.5) for c in cases)
     off_p95, called_p95 = percentile(cases[0].ms, 0.95), percentile(cases[2].ms, 0.95)
     lines += ["", f"Added by offering the tool (not called): {offered_p50 - off_p50:+.1f} ms (p50 − p50 off).",
               f"Added by the search round: {called_p50 - off_p50 - delay_ms:+.1f} ms at p50, "
               f"{called_p95 - off_p95 - delay_ms:+.1f} ms at p95 (called − off − one upstream delay of "
-              f"{delay_ms:g} ms; target ≤ 30 ms)."]
+              f"{delay_ms:g} ms; target ≤ 30 ms).",
+              f"Added to the time to first token by a streamed search round: {first_called - first_off - delay_ms:+.1f} "
+              f"ms at p50 (called − off − one upstream delay)."]
     return "\n".join(lines)
 
 
@@ -203,8 +238,10 @@ async def locomo_ceiling(fake: ToolUpstream, start: Callable[[str], Server], log
     user, qa = locomo_conv26()
     seeds = [(s.text, s.type) for s in user.seeds]
     rows = []
-    for mode in ("off", "search"):
-        server = await asyncio.to_thread(start, mode)
+    # (mode, the server's MEMORY_TOOLS, what the oracle searches: nothing, the question, the answer's words)
+    for mode, tools, query in (("off", "off", None), ("question", "search", "question"),
+                               ("answer", "search", "answer")):
+        server = await asyncio.to_thread(start, tools)
         try:
             user_id = f"{user.id}-{mode}"
             server.headers = {**server.headers, "x-openwebui-user-id": user_id}
@@ -214,11 +251,12 @@ async def locomo_ceiling(fake: ToolUpstream, start: Callable[[str], Server], log
                 injected_n = tool_n = calls = 0
                 for item in qa:
                     probe = uuid.uuid4().hex
-                    await chat(client, server, item["asked"], probe, mode == "search")
+                    search: bool | str = item["answer"] if query == "answer" else query == "question"
+                    await chat(client, server, item["asked"], probe, search)
                     requests = fake.requests.pop(probe)
                     calls += len(requests)
                     injected = injected_texts(requests[0])
-                    searched = tool_results(requests[-1]) if mode == "search" else []
+                    searched = tool_results(requests[-1]) if query else []
                     injected_hits += found(item["answer"], injected)
                     tool_hits += bool(searched) and found(item["answer"], searched)
                     both_hits += found(item["answer"], injected + searched)
@@ -234,12 +272,12 @@ async def locomo_ceiling(fake: ToolUpstream, start: Callable[[str], Server], log
 
         if mode == "off":
             rows.append(f"| (a) MEMORY_TOOLS=off: injected | {share(injected_hits)} | {injected_n / n:.1f} | — |")
-        else:
-            rows.append(f"| (b) MEMORY_TOOLS=search, oracle searches the question: injected + tool result "
-                        f"| {share(both_hits)} | {injected_n / n:.1f} | {tool_n / n:.1f} |")
-            rows.append(f"| … of which the tool result alone | {share(tool_hits)} | — | {tool_n / n:.1f} |")
-            rows.append(f"| … of which the injection alone (same turns) | {share(injected_hits)} "
-                        f"| {injected_n / n:.1f} | — |")
+            continue
+        label = ("(b) oracle searches the question" if mode == "question" else
+                 "(c) oracle searches the answer's own words (what the store can give at best)")
+        rows.append(f"| {label}: injected + tool result | {share(both_hits)} | {injected_n / n:.1f} "
+                    f"| {tool_n / n:.1f} |")
+        rows.append(f"| … of which the tool result alone | {share(tool_hits)} | — | {tool_n / n:.1f} |")
     return "\n".join([
         f"LoCoMo conv-26, sessions 1–4, raw turns seeded ({len(seeds)} messages), {len(qa)} questions; local "
         "embedder; scored with benchmarks.formation_quality.locomo.found.", "",

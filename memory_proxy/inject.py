@@ -60,9 +60,26 @@ def inject_memories(messages: list[Any], memories: list[Memory], tools_note: boo
     """A new message list with the memory block in the system prompt (and, with `tools_note`, the note that the
     model can search for more: prompts/memory_tools.md); the input is not modified."""
     parts = [*([render_memories(memories)] if memories else []), *([render("memory_tools.md")] if tools_note else [])]
-    if not parts:
-        return messages
-    block = "\n\n".join(parts)
+    return with_system_block(messages, "\n\n".join(parts)) if parts else messages
+
+
+def with_tool_results(messages: list[Any], results: list[str]) -> list[Any]:
+    """The messages with what the memory tools returned this turn in the system prompt (prompts/memory_found.md):
+    a search's memories one per line, any other result as one line, each JSON-quoted as memories are."""
+    lines = []
+    for result in results:
+        try:
+            found = json.loads(result)
+        except (ValueError, RecursionError):
+            found = None
+        texts = [str(t) for t in found] if isinstance(found, list) else [result]
+        lines += [f"- {quote_memory(text)}" for text in texts]
+    return with_system_block(messages, render("memory_found.md", results="\n".join(lines) or "- (nothing)"))
+
+
+def with_system_block(messages: list[Any], block: str) -> list[Any]:
+    """A new message list with `block` appended to the first system message (string or content parts), or in a
+    system message of its own put first when there is none."""
     out = list(messages)
     for i, message in enumerate(out):
         if isinstance(message, dict) and message.get("role") == "system":

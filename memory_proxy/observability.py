@@ -155,6 +155,15 @@ TOOL_CALLS = Counter(
     "failed), and offers the upstream refused (tool `all`, outcome rejected: HTTP 400, retried without them).",
     ["tool", "outcome"],
 )
+TOOL_TURNS = Counter(
+    "memory_proxy_tool_turns_total",
+    "Identified chat turns offered the memory tools, counted when their rounds end in the reply relayed to the "
+    "client (tool_rounds.py, tool_stream.py), by the upstream rounds before that reply, as the memory_retrieval "
+    "line counts them (0 to 3; 0: the model called none of our tools). Not counted: a turn whose offer the "
+    "upstream refused (memory_proxy_tool_calls_total{tool=\"all\",outcome=\"rejected\"}) or that ended in an "
+    "upstream error.",
+    ["rounds"],
+)
 WRITTEN_CALLS = Counter(
     "memory_proxy_tool_calls_written_total",
     "Memory tool calls a model wrote as its text instead of as tool_calls, read as calls (memory_proxy/"

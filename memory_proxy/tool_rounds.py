@@ -3,8 +3,12 @@ tools, run by the proxy, and never seen by the client.
 
 Round by round: the request goes upstream with our tools added; a reply whose calls are all ours (any call
 to a name that is not one of the client's tools) is not relayed: the calls are run, the assistant message and
-their results are appended, and the upstream is asked again. After MAX_ROUNDS rounds the request goes without
-our tools. Whatever ends the loop is relayed as the upstream sent it, byte for byte, unless it still holds a
+their results are appended, and the upstream is asked again. After MAX_ROUNDS rounds, or once the model repeats
+calls it already made this turn (a loop small models fall into), the last request goes without our tools and
+without the rounds' messages: the turn as it goes without tools, with what the tools returned in its system
+prompt (`answer_messages`; a model shown its calls but no tools tends to write another call). So is a round
+after ours that answers nothing at all (no text, no call: a small model may end its turn at once after a
+result). Whatever ends the loop is relayed as the upstream sent it, byte for byte, unless it still holds a
 call of ours: then those calls are taken out (and a message left without calls ends as `stop`).
 
 A reply that calls both ours and the client's tools goes to the client with only the client's calls: ours
@@ -22,8 +26,9 @@ from typing import Any
 
 import httpx
 
-from .memory_tools import ToolTurn, call_name, definitions, offered, run_calls, tool_calls
-from .observability import TOOL_CALLS, WRITTEN_CALLS, log
+from .inject import with_tool_results
+from .memory_tools import ToolCall, ToolTurn, call_name, definitions, offered, run_calls, tool_calls
+from .observability import TOOL_CALLS, TOOL_TURNS, WRITTEN_CALLS, log
 from .services import Services
 from .upstream import read_body
 from .written_calls import written_calls
@@ -46,17 +51,20 @@ def offers_tools(services: Services, body: dict[str, Any]) -> bool:
 
 
 async def open_round(services: Services, headers: Mapping[str, str], body: dict[str, Any], content: bytes,
-                     turn: ToolTurn, messages: list[Any], round_: int,
-                     encode: Callable[[Any], bytes]) -> tuple[httpx.Response, AsyncIterator[bytes], bool]:
-    """One round's upstream request: `body` with `messages`, and our tools while `round_` < MAX_ROUNDS. An
-    upstream 400 to it gets the turn again as the client sent it (`content`, memories injected) and the model
-    is remembered as tool-less; the flag says so (that reply is final)."""
+                     turn: ToolTurn, messages: list[Any], round_: int, encode: Callable[[Any], bytes],
+                     offer: bool = True) -> tuple[httpx.Response, AsyncIterator[bytes], bool]:
+    """One round's upstream request: `body` with `messages` and our tools, or, when tools are no longer offered,
+    the answer round (`answer_messages`). An upstream 400 to it gets the turn again as the client sent it
+    (`content`, memories injected) and the model is remembered as tool-less; the flag says so (that reply is
+    final)."""
     upstream = services.upstream
     theirs = client_tool_names(body)
     payload = {**body, "messages": messages}
-    if round_ < MAX_ROUNDS:
+    if offer:
         payload["tools"] = [*body.get("tools", []),
                             *(t for t in definitions(turn.mode) if t["function"]["name"] not in theirs)]
+    else:
+        payload["messages"] = answer_messages(body, content, messages)
     response, reply = await upstream.open("POST", CHAT_PATH, headers, encode(payload))
     if response.status_code != 400:
         return response, reply, False
@@ -67,6 +75,39 @@ async def open_round(services: Services, headers: Mapping[str, str], body: dict[
     log.warning("memory_tools_rejected", user_id=turn.user_id, round=round_ + 1)
     response, reply = await upstream.open("POST", CHAT_PATH, headers, content)
     return response, reply, True
+
+
+def answer_messages(body: dict[str, Any], content: bytes, messages: list[Any]) -> list[Any]:
+    """The last round's conversation: the turn as it goes without tools (`content`: memories injected, no word
+    of tools), with what our tools returned this turn added to its system prompt as data, and no tool messages.
+    A model that was shown its own calls and their results, but no tools, tends to write another call (small
+    ones do); asked this way, it answers."""
+    plain = _parsed(content)
+    plain_messages = plain.get("messages") if isinstance(plain, dict) else None
+    results = [str(m.get("content") or "") for m in messages[len(body["messages"]):]
+               if isinstance(m, dict) and m.get("role") == "tool"]
+    return with_tool_results(plain_messages if isinstance(plain_messages, list) else body["messages"], results)
+
+
+def call_key(call: Any) -> str:
+    """A call's name and arguments, the same for the same call however its JSON is spaced."""
+    read = ToolCall.read(call)
+    try:
+        arguments = json.dumps(json.loads(read.arguments), sort_keys=True)
+    except (ValueError, RecursionError):
+        arguments = read.arguments
+    return f"{read.name}\0{arguments}"
+
+
+async def run_round(turn: ToolTurn, mine: list[Any], message: dict[str, Any], messages: list[Any],
+                    seen: set[str]) -> tuple[list[Any], bool]:
+    """A round's calls (all ours) run and appended to the conversation; (the conversation, whether they were all
+    calls the model already made this turn: then nothing is run, and the model is asked for its answer)."""
+    keys = {call_key(c) for c in mine}
+    if keys <= seen:
+        return messages, True
+    seen |= keys
+    return [*messages, assistant_turn(message), *await run_calls(turn, mine, messages)], False
 
 
 def assistant_turn(message: dict[str, Any]) -> dict[str, Any]:
@@ -80,12 +121,11 @@ async def open_with_tools(services: Services, headers: Mapping[str, str], body: 
     tools' calls run on the way (see the module docstring). `encode` is the pipeline's JSON encoder."""
     theirs = client_tool_names(body)
     messages = list(body["messages"])
-    round_ = 0
+    round_, offer, seen = 0, True, set[str]()
     try:
         for round_ in range(MAX_ROUNDS + 1):
-            offer = round_ < MAX_ROUNDS
             response, reply, rejected = await open_round(services, headers, body, content, turn, messages, round_,
-                                                         encode)
+                                                         encode, offer)
             if rejected or response.status_code >= 300 or "json" not in response.headers.get("content-type", ""):
                 return response, reply
             raw = await read_body(reply)
@@ -96,11 +136,15 @@ async def open_with_tools(services: Services, headers: Mapping[str, str], body: 
                 message = {**message, "content": None, "tool_calls": calls}
             mine = [c for c in calls if call_name(c) not in theirs]
             if offer and calls and len(mine) == len(calls):
-                results = await run_calls(turn, mine, messages)
-                messages = [*messages, assistant_turn(message), *results]
+                messages, repeated = await run_round(turn, mine, message, messages, seen)
+                offer = round_ + 1 < MAX_ROUNDS and not repeated
+                continue
+            if offer and round_ and not calls and not _text(message):  # our rounds ended in no answer: ask for it
+                offer = False
                 continue
             if mine:
                 raw = encode(_without(parsed, theirs))
+            TOOL_TURNS.labels(str(round_)).inc()
             return response, _once(raw)
     finally:
         turn.done(round_)
@@ -120,6 +164,11 @@ def written(message: Any, turn: ToolTurn) -> list[Any]:
     calls = written_calls(content, offered(turn.mode)) if isinstance(content, str) else []
     WRITTEN_CALLS.inc(len(calls))
     return calls
+
+
+def _text(message: Any) -> str:
+    content = message.get("content") if isinstance(message, dict) else None
+    return content.strip() if isinstance(content, str) else ""
 
 
 def _message(parsed: Any) -> Any:

@@ -3,7 +3,8 @@ from the upstream's server-sent events, and no chunk of our calls ever reaching 
 
 Each round's stream is read event by event. Until the first choice's delta shows content text or a tool call
 (or the stream ends), its events are held, role-only ones too; text that may be one of our calls written out
-(memory_proxy/written_calls.py) is held until it is clearly text, or read as those calls when the round ends:
+(memory_proxy/written_calls.py) is held until it is clearly text, or read as those calls when the round ends;
+a round after ours that ends with no text and no call is not relayed, and the answer round follows:
 - content first: the held events and then the rest are relayed as they arrive, byte for byte. An event that
   later carries a call of ours (a model that writes and then calls) is dropped; one that mixes ours with the
   client's is re-encoded with the client's only;
@@ -32,10 +33,10 @@ from typing import Any
 import httpx
 
 from .errors import UpstreamUnavailable
-from .memory_tools import ToolTurn, call_name, offered, run_calls
-from .observability import WRITTEN_CALLS
+from .memory_tools import ToolTurn, call_name, offered
+from .observability import TOOL_TURNS, WRITTEN_CALLS
 from .services import Services
-from .tool_rounds import MAX_ROUNDS, assistant_turn, client_tool_names, open_round
+from .tool_rounds import MAX_ROUNDS, client_tool_names, open_round, run_round
 from .upstream import read_body
 from .written_calls import may_be_written_call, written_calls
 
@@ -96,8 +97,10 @@ class Reading:
     With `names` (our tools, when offered), text that may be a call written out (memory_proxy/written_calls.py)
     keeps the round undecided until it is clearly text or the stream ends; then it is read as those calls."""
 
-    def __init__(self, names: tuple[str, ...] = ()) -> None:
-        self.starts_with: str | None = None  # "content" or "tools", once the stream shows which
+    def __init__(self, names: tuple[str, ...] = (), hold_empty: bool = False) -> None:
+        self.starts_with: str | None = None  # "content", "tools" or (with hold_empty) "empty", once the stream
+        # shows which: "empty" is a round after ours that ended with no text and no call, held, not relayed
+        self._hold_empty = hold_empty
         self.text = ""
         self.written: list[dict[str, Any]] = []  # the calls the text spelled, when it did
         self._names = names
@@ -126,7 +129,8 @@ class Reading:
                 self.starts_with = "tools"
             elif choice.get("finish_reason") or event == "[DONE]":
                 self.written = written_calls(self.text, self._names) if self._names else []
-                self.starts_with = "tools" if self.written else "content"
+                empty = self._hold_empty and not self.text.strip()
+                self.starts_with = "tools" if self.written else "empty" if empty else "content"
             elif content and not (self._names and may_be_written_call(self.text)):
                 self.starts_with = "content"
 
@@ -192,11 +196,12 @@ async def _rounds(services: Services, headers: Mapping[str, str], body: dict[str
                   turn: ToolTurn, encode: Callable[[Any], bytes], reply: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
     theirs = client_tool_names(body)
     messages = list(body["messages"])
-    round_, offer = 0, True
+    round_, offer, seen = 0, True, set[str]()
     try:
         while True:
             names = tuple(n for n in offered(turn.mode) if n not in theirs) if offer else ()
-            events, reading, relay, held, held_bytes = Events(), Reading(names), Relay(theirs), [], 0
+            events, relay, held, held_bytes = Events(), Relay(theirs), [], 0
+            reading = Reading(names, hold_empty=offer and round_ > 0)
             async with aclosing(reply):  # type: ignore[type-var]  # an async generator (upstream.open)
                 async for chunk in reply:
                     for raw in events.feed(chunk):
@@ -220,18 +225,22 @@ async def _rounds(services: Services, headers: Mapping[str, str], body: dict[str
             message = reading.message()
             calls = message["tool_calls"]
             mine = [c for c in calls if call_name(c) not in theirs]
-            if reading.starts_with == "tools" and offer and len(mine) == len(calls):
-                results = await run_calls(turn, mine, messages)
-                messages = [*messages, assistant_turn(message), *results]
+            ours = reading.starts_with == "tools" and offer and len(mine) == len(calls)
+            if ours or reading.starts_with == "empty":  # calls to run, or our rounds ended in no answer: ask for it
+                repeated = True
+                if ours:
+                    messages, repeated = await run_round(turn, mine, message, messages, seen)
                 yield KEEP_ALIVE
                 round_ += 1
+                offer = round_ < MAX_ROUNDS and not repeated
                 response, reply, rejected = await open_round(services, headers, body, content, turn, messages, round_,
-                                                             encode)
-                offer = round_ < MAX_ROUNDS and not rejected
+                                                             encode, offer)
+                offer = offer and not rejected
                 if response.status_code >= 300:
                     await read_body(reply)
                     raise UpstreamUnavailable(f"the upstream answered HTTP {response.status_code} to a memory tool round")
                 continue
+            TOOL_TURNS.labels(str(round_)).inc()
             if out := b"".join(relay.relayed(h) for h in held) + rest:
                 yield out
             return

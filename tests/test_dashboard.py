@@ -2,10 +2,11 @@
 
 A real `prometheus` (Debian package; `.ci/install-system-packages.sh`) scrapes the proxy, served live by
 uvicorn, every second. The test drives a short load that gives every panel something to show (chat turns
-that hit, miss and fail open, a task, an anonymous request, an upstream error, formation jobs that add,
-replace, refine and ignore, one failed attempt), twice, so that every counter and histogram *increases*
-between scrapes. Then every panel query of grafana/dashboards/memory-proxy.json runs through Prometheus'
-HTTP API (`/api/v1/query`), with Grafana's variables replaced by concrete windows, and must return data.
+that hit, miss and fail open, a task, an anonymous request, memory tool calls (MEMORY_TOOLS=all) in a JSON and
+a streamed turn, an upstream error, formation jobs that add, replace, refine and ignore, one failed attempt),
+twice, so that every counter and histogram *increases* between scrapes. Then every panel query of
+grafana/dashboards/memory-proxy.json runs through Prometheus' HTTP API (`/api/v1/query`), with Grafana's
+variables replaced by concrete windows, and must return data.
 
 Without the `prometheus` binary the test is skipped, except under CI (`CI=true`), where it fails.
 """
@@ -39,8 +40,14 @@ from tests.conftest import (
     completion,
     embeddings_reply,
     free_port,
+    make_env,
+    metric,
     user_headers,
 )
+from tests.test_memory_tools import call, calling, script
+from tests.test_tool_rounds import SECRET_FACT
+from tests.test_tool_stream import calls_stream
+from tests.test_tool_stream import script as script_stream
 
 FORM_MSG = "Let me tell you about myself: I like tea, I drink coffee now, I live near Berlin with a cat, round"
 RETRY_MSG = "One more thing about me: I play chess, round"
@@ -87,6 +94,12 @@ def concrete(expr: str) -> str:
     # longest names first so that $__range_s is not read as $__range followed by "_s"
     return re.sub(r"\$\{(\w+)\}|\$(__range_ms|__range_s|__interval_ms|__rate_interval|__interval|__range)",
                   value, expr)
+
+
+@pytest.fixture
+def env(database_url: str, tmp_path: Path) -> dict[str, str]:
+    """The proxy under test offers every memory tool, so that the tools' panels have calls to show."""
+    return make_env(database_url, tmp_path, MEMORY_TOOLS="all")
 
 
 @pytest.fixture
@@ -169,6 +182,20 @@ async def drive_load(phase: int, proxy: httpx.AsyncClient, db: Any, worker: Any,
              headers=user_headers(miss_user, **{"x-openwebui-task": "title_generation"}))
     await ok(CHAT, json=chat_body("Hello, anonymous."))
     assert (await proxy.get("/v1/models")).status_code == 200
+    # the memory tools (MEMORY_TOOLS=all): a JSON turn whose model searches and tries to remember a secret, a
+    # streamed turn whose model searches, a turn whose model writes its search as text; then plain text again
+    script(outside, calling(call("search_memory", {"query": RUNTIME_Q}, "call_1"),
+                            call("remember", {"fact": SECRET_FACT}, "call_2")))
+    assert "search_memory" not in (await ok(CHAT, json=chat_body(RUNTIME_Q), headers=user_headers(hit_user))).text
+    search = json.dumps({"query": RUNTIME_Q})
+    script_stream(outside, calls_stream((0, "call_1", "search_memory", [search])))
+    streamed = await ok(CHAT, json=chat_body(RUNTIME_Q, stream=True), headers=user_headers(hit_user))
+    assert b"search_memory" not in streamed.content
+    written = metric("memory_proxy_tool_calls_written_total")  # an unlabelled counter shows 0 with no call
+    script(outside, completion(json.dumps({"name": "search_memory", "arguments": {"query": RUNTIME_Q}})))
+    assert "search_memory" not in (await ok(CHAT, json=chat_body(RUNTIME_Q), headers=user_headers(hit_user))).text
+    assert metric("memory_proxy_tool_calls_written_total") == written + 1
+    outside.routes["chat"].side_effect = None
     # an upstream error (relayed as a 5xx), then the upstream is back
     outside.routes["chat"].respond(500, json={"error": {"message": "overloaded", "type": "server_error",
                                                         "param": None, "code": None}})

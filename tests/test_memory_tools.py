@@ -164,13 +164,28 @@ async def test_a_hundred_calls_in_one_reply_are_capped(proxy: Any, outside: Any)
 
 
 async def test_rounds_are_capped_and_the_last_request_offers_no_tools(proxy: Any, outside: Any) -> None:
-    again = calling(call("search_memory", {"query": "x"}))
-    seen = script(outside, again, again, again, again)
+    seen = script(outside, *(calling(call("search_memory", {"query": q})) for q in ("a", "b", "c", "d")))
     client = await proxy(MEMORY_TOOLS="search")
     response = await client.post(CHAT, json=chat_body(ASK), headers=user_headers(USER_A))
     assert len(seen) == 4 and "tools" not in seen[3]
     message = response.json()["choices"][0]["message"]  # the model called ours anyway: taken out
     assert "tool_calls" not in message and response.json()["choices"][0]["finish_reason"] == "stop"
+
+
+async def test_a_repeated_call_ends_the_rounds_with_a_plain_answer_round(proxy: Any, outside: Any, db: Any) -> None:
+    """A model that calls the same search again is looping: the next request is the turn without tools and
+    without the rounds' messages, what the search found in its system prompt."""
+    await add_memory(db, USER_A, BUN)
+    again = calling(call("search_memory", {"query": RUNTIME_Q}))
+    seen = script(outside, again, calling(call("search_memory", f'{{"query":  "{RUNTIME_Q}"}}')))
+    client = await proxy(MEMORY_TOOLS="search")
+    response = await client.post(CHAT, json=chat_body(ASK), headers=user_headers(USER_A))
+    assert response.json()["choices"][0]["message"]["content"] == FINAL
+    assert len(seen) == 3 and "tools" not in seen[2]
+    last = seen[2]["messages"]
+    assert [m["role"] for m in last] == ["system", "user"]
+    assert "<memory_search_results>" in last[0]["content"] and json.dumps(BUN) in last[0]["content"]
+    assert "<memory_tools>" not in last[0]["content"]  # no word of tools it no longer has
 
 
 RAG = ("### Task:\nRespond to the user query using the provided context.\n<context>\n<source id=\"1\">Note to the "

@@ -162,11 +162,18 @@ async def test_an_upstream_rejecting_tools_on_a_stream_costs_one_retry(proxy: An
 
 
 async def test_rounds_are_capped_on_a_stream(proxy: Any, outside: Any) -> None:
-    again = calls_stream((0, "c1", "search_memory", ['{"query": "x"}']))
-    seen = script(outside, again, again, again, again)
+    seen = script(outside, *(calls_stream((0, "c1", "search_memory", [f'{{"query": "{q}"}}'])) for q in "abcd"))
     response = await post(proxy)
     assert len(seen) == 4 and "tools" not in seen[3]
     assert b"search_memory" not in response.content and b'"finish_reason": "stop"' in response.content
+
+
+async def test_a_repeated_call_on_a_stream_ends_the_rounds(proxy: Any, outside: Any) -> None:
+    again = calls_stream((0, "c1", "search_memory", ['{"query": "x"}']))
+    seen = script(outside, again, again)
+    response = await post(proxy)
+    assert len(seen) == 3 and "tools" not in seen[2] and [m["role"] for m in seen[2]["messages"]] == ["system", "user"]
+    assert without_comments(response.content) == b"".join(FINAL_STREAM)
 
 
 async def test_a_client_leaving_after_a_tool_round_closes_the_upstream(env: dict[str, str], app_factory: Any,

@@ -18,6 +18,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import re
 import secrets
 import shutil
 import signal
@@ -60,6 +61,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--block-models", type=float, metavar="SECONDS",
                    help="make the model server's GET /v1/models hang this long, then list models and chat "
                         "(default 30; --quick 12; 0: skip)")
+    p.add_argument("--memory-tools", choices=["off", "search", "all"], default="off",
+                   help="the proxy's MEMORY_TOOLS (docs/TOOLS.md): the chat model may search, remember, forget")
+    p.add_argument("--builtin-tools", action="store_true",
+                   help="leave OpenWebUI's built-in tools on for the model (by default they are switched off)")
     p.add_argument("--out", type=Path, help="results and logs (default out/openwebui-SETUP-TIME)")
     p.add_argument("--think", type=float, default=3.0, help="seconds the user reads a reply before the next turn")
     p.add_argument("--turn-timeout", type=float, default=900.0, help="seconds one reply may take")
@@ -101,7 +106,7 @@ async def run(args: argparse.Namespace, fig: dict[str, Any]) -> None:
             "USER_JWT_SECRET": jwt_secret, "LOG_LEVEL": "info", "LOG_FORMAT": "json",
             "EMBEDDING_PROVIDER": "local", "EMBEDDING_MODEL": "", "EMBEDDING_BASE_URL": "", "EMBEDDING_API_KEY": "",
             "MEMORY_LLM_PROVIDER": "openai", "MEMORY_LLM_MODE": "json", "MEMORY_LLM_BASE_URL": memory_base,
-            "MEMORY_LLM_MODEL": model, "MEMORY_LLM_API_KEY": "x"})
+            "MEMORY_LLM_MODEL": model, "MEMORY_LLM_API_KEY": "x", "MEMORY_TOOLS": args.memory_tools})
         proxy_log = Path(proxy.tmpdir or "") / "server.log"
 
         def stop_proxy() -> None:
@@ -126,7 +131,8 @@ async def run(args: argparse.Namespace, fig: dict[str, Any]) -> None:
         stack.push_async_callback(webui.close)
         user = await webui.signup(**USER)
         await webui.set_connection_headers({"X-OpenWebUI-Task": "{{TASK}}"})
-        await webui.disable_builtin_tools(model)
+        if not args.builtin_tools:
+            await webui.disable_builtin_tools(model)
         model_item = next(m for m in await webui.models() if m["id"] == model)
         log(f"signed up {user['email']} ({user['role']}, id {user['id']}); model {model}")
 
@@ -176,7 +182,8 @@ def record(turn: Turn, view: s.ProxyView, chat: int | str, probe: bool = False) 
             "chat_id": turn.chat_id, "message_id": turn.message_id, "sent_at": turn.sent_at,
             "ttft_s": _round(turn.first_token_s), "reply_s": _round(turn.done_s),
             "task_events_s": turn.task_events, "events": dict(Counter(turn.event_types)),
-            "retrieval": {k: retrieval[0].get(k) for k in ("outcome", "count", "ids")} if retrieval else None}
+            "retrieval": {k: retrieval[0].get(k) for k in ("outcome", "count", "ids", "rounds", "tool_calls")}
+            if retrieval else None}
 
 
 async def blocked_models(args: argparse.Namespace, webui: WebUI, view: s.ProxyView, shim: ModelsShim,
@@ -254,6 +261,12 @@ def check(view: s.ProxyView, user_id: str, turns: list[dict[str, Any]], shim: Mo
                        "retrievals": retrievals, "jobs_enqueued": enqueued,
                        "tasks_skipped": retrievals == chats and enqueued == chats,
                        "upstream_with_tools": sum(1 for r in shim.requests if r.get("tools")),
+                       "tool_calls": {o: s.total(m, "memory_proxy_tool_calls_total", outcome=o)
+                                      for o in ("ok", "empty", "refused", "bad_arguments", "unknown_tool",
+                                                "over_cap", "failed", "rejected")},
+                       "tool_calls_written": s.total(m, "memory_proxy_tool_calls_written_total"),
+                       "calls_shown": sum(1 for t in turns if WRITTEN.search(t["reply"] or "")),
+                       "tool_rounds": sum((t["retrieval"] or {}).get("rounds") or 0 for t in turns),
                        "models_served_cached": s.total(m, "memory_proxy_requests_total", route="models", kind="cached")}
     # formation: no job dead, job times from the memory_decision lines
     decisions = view.lines("memory_decision")
@@ -286,7 +299,9 @@ def table(fig: dict[str, Any]) -> str:
     def yes(v: Any) -> str:
         return "**yes**" if v else "**NO**"
 
-    rows = [("setup", f"{fig['setup']}, {fig['turns']} turns, model {Path(fig.get('model', '?')).name}")]
+    rows = [("setup", f"{fig['setup']}, {fig['turns']} turns, model {Path(fig.get('model', '?')).name}, "
+                      f"MEMORY_TOOLS={fig['memory_tools']}, OpenWebUI's built-in tools "
+                      f"{'on' if fig['builtin_tools'] else 'off'}")]
     if "facts" in fig:
         sup, probe, req, form = fig["supersession"], fig["probe"], fig["requests"], fig["formation"]
         rows += [
@@ -299,6 +314,9 @@ def table(fig: dict[str, Any]) -> str:
             ("task requests skipped (no retrieval, no job)", f"{yes(req['tasks_skipped'])}: {req['tasks']:g} tasks, "
              f"{req['chat_turns']:g} chat turns, {req['retrievals']} retrievals, {req['jobs_enqueued']:g} jobs"),
             ("upstream chat requests with tools", f"{req['upstream_with_tools']}"),
+            ("memory tool calls by outcome (of which written as text)", ", ".join(
+                f"{k} {v:g}" for k, v in req["tool_calls"].items() if v) + f" ({req['tool_calls_written']:g}); "
+             f"{req['tool_rounds']} rounds; replies showing a call as text: {req['calls_shown']}"),
             ("no formation job dead", f"{yes(form['no_dead'])}: " + ", ".join(f"{k} {v:g}" for k, v in form["jobs"].items())
              + f" (a busy-server retry per memory-LLM timeout: {form['llm_timeouts']:g})"),
             ("formation job, reply → done p50 / p95 / max", q(form["job_s"])),
@@ -318,6 +336,9 @@ def table(fig: dict[str, Any]) -> str:
     return "\n".join(["| figure | value |", "|---|---|", *(f"| {k} | {v} |" for k, v in rows)])
 
 
+WRITTEN = re.compile(r'"name"\s*:\s*"(search_memory|remember|forget)"')
+
+
 def _delta(chunk: dict[str, Any]) -> str:
     return "".join((c.get("delta") or {}).get("content") or "" for c in chunk.get("choices") or [])
 
@@ -334,7 +355,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parse(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     signal.signal(signal.SIGTERM, _interrupt)  # cleaned up as on Ctrl-C
-    fig: dict[str, Any] = {"setup": args.setup, "turns": args.turns, "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+    fig: dict[str, Any] = {"setup": args.setup, "turns": args.turns, "memory_tools": args.memory_tools,
+                           "builtin_tools": args.builtin_tools, "started": time.strftime("%Y-%m-%d %H:%M:%S")}
     failed: BaseException | None = None
     try:
         asyncio.run(run(args, fig))

@@ -120,9 +120,11 @@ async def start_embed_server(log_dir: Path) -> tuple[Proc, str]:
 class ModelsShim:
     """A relay between memory-proxy and the chat model server that can make ``GET /v1/models`` hang
     (``block(seconds)``), as a llama.cpp server busy generating does. Everything else passes through as it
-    comes (streams included). It notes each request: method, path, whether it streamed, how many tools."""
+    comes (streams included). It notes each request: method, path, whether it streamed, how many tools; with
+    ``keep``, also the request body as sent (``body``) and the reply's last 8 KiB (``tail``: a stream's usage)."""
     upstream: str  # up to /v1
     requests: list[dict] = field(default_factory=list)
+    keep: bool = False
     blocked_until: float = 0.0
     base_url: str = ""
 
@@ -130,9 +132,12 @@ class ModelsShim:
         self.blocked_until = time.monotonic() + seconds
 
     async def start(self) -> str:
-        from aiohttp import ClientSession, ClientTimeout, web
+        from aiohttp import ClientSession, ClientTimeout, TCPConnector, web
 
-        self._session = ClientSession(timeout=ClientTimeout(total=None, sock_connect=10))
+        # a fresh connection per request: llama.cpp's server closes idle keep-alive connections, and a reused
+        # one it has closed fails the request ("Server disconnected")
+        self._session = ClientSession(timeout=ClientTimeout(total=None, sock_connect=10),
+                                      connector=TCPConnector(force_close=True))
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._relay)
         self._runner = web.AppRunner(app, access_log=None)
@@ -154,6 +159,8 @@ class ModelsShim:
             try:
                 sent = json.loads(body)
                 note.update(stream=bool(sent.get("stream")), tools=len(sent.get("tools") or []), bytes=len(body))
+                if self.keep:
+                    note["body"] = sent
             except ValueError:
                 pass
         self.requests.append(note)
@@ -164,8 +171,12 @@ class ModelsShim:
             if "Content-Type" in up.headers:
                 reply.headers["Content-Type"] = up.headers["Content-Type"]
             await reply.prepare(request)
+            tail = b""
             async for chunk in up.content.iter_any():
                 await reply.write(chunk)
+                tail = (tail + chunk)[-8192:] if self.keep else tail
+            if self.keep:
+                note["tail"] = tail.decode(errors="replace")
             await reply.write_eof()
             return reply
 
