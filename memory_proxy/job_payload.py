@@ -5,7 +5,8 @@ stores it (`memory_jobs.payload`, jsonb) and the worker reads it (memory/formati
 current version; `from_json` reads every version that may still wait in a queue, a spool file or a dead job:
 
 - version 1 (no `version` key): the earlier messages as "user: …" / "assistant: …" strings;
-- version 2: the earlier messages as {"role", "content"} objects.
+- version 2: the earlier messages as {"role", "content"} objects;
+- version 3: also the memories the chat model stored with `remember` in the turn, and the turn's model.
 
 A done job's payload is `{}` (its chat text is dropped once formed): it reads as an empty payload. A payload
 of a newer version than this code knows is refused (ValueError): the job fails and waits, retryable, for
@@ -18,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-VERSION = 2
+VERSION = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,18 +42,31 @@ class Retrieved:
 
 
 @dataclass(frozen=True, slots=True)
+class Remembered:
+    """A memory the chat model stored with the `remember` tool in the turn: formation does not store it
+    again, and never replaces or retires it on the memory LLM's reading of the same words."""
+
+    id: str
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
 class FormationPayload:
     user_message: str  # the user's part of the last message
     context: tuple[Message, ...] = ()  # the earlier messages, oldest first
     retrieved: tuple[Retrieved, ...] = ()
     assistant_reply: str = ""
+    remembered: tuple[Remembered, ...] = ()
+    model: str = ""  # the turn's model, as the client asked for it ("": not known)
     version: int = VERSION  # of the JSON form `to_json` writes
 
     def to_json(self) -> dict[str, Any]:
         return {"version": self.version, "user_message": self.user_message,
                 "context": [{"role": m.role, "content": m.content} for m in self.context],
                 "retrieved": [{"id": m.id, "content": m.content} for m in self.retrieved],
-                "assistant_reply": self.assistant_reply}
+                "assistant_reply": self.assistant_reply,
+                "remembered": [{"id": m.id, "content": m.content} for m in self.remembered],
+                "model": self.model}
 
     @classmethod
     def from_json(cls, data: Any) -> FormationPayload:
@@ -65,13 +79,21 @@ class FormationPayload:
         context = data.get("context") or []
         return cls(user_message=str(data.get("user_message") or ""),
                    context=tuple(_message_v1(m) if version == 1 else _message(m) for m in context),
-                   retrieved=tuple(Retrieved(str(m.get("id", "")), str(m.get("content", "")))
-                                   for m in data.get("retrieved") or [] if isinstance(m, Mapping)),
-                   assistant_reply=str(data.get("assistant_reply") or ""))
+                   retrieved=tuple(Retrieved(*_memory(m)) for m in data.get("retrieved") or []
+                                   if isinstance(m, Mapping)),
+                   assistant_reply=str(data.get("assistant_reply") or ""),
+                   remembered=tuple(Remembered(*_memory(m)) for m in data.get("remembered") or []
+                                    if isinstance(m, Mapping)),
+                   model=str(data.get("model") or ""))
 
     def earlier(self, role: str) -> list[str]:
         """The contents of the earlier messages of `role`, oldest first."""
         return [m.content for m in self.context if m.role == role]
+
+
+def _memory(raw: Mapping[str, Any]) -> tuple[str, str]:
+    """A memory's (id, content), as `retrieved` and `remembered` hold it."""
+    return str(raw.get("id", "")), str(raw.get("content", ""))
 
 
 def _message(raw: Any) -> Message:

@@ -26,13 +26,13 @@ import json
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from .classify import message_text
 from .errors import MemoryUnavailable
-from .job_payload import FormationPayload
+from .job_payload import FormationPayload, Remembered
 from .memory.document import embedding_text
 from .memory.embed import embed_one
 from .memory.evidence import OwnWords, words
@@ -125,7 +125,7 @@ class ToolTurn:
     payload: FormationPayload  # the user's words of this turn and the context before (formation's reading)
     said_at: datetime
     calls: int = 0
-    remembered: int = 0
+    remembered: list[Remembered] = field(default_factory=list)  # stored by `remember` (formation protects them)
     forgotten: int = 0
     on_done: Callable[[int, int], None] | None = None  # called once with (rounds, calls) when the rounds end
 
@@ -212,7 +212,7 @@ def conversation_text(messages: list[Any]) -> str:
 
 
 async def _remember(turn: ToolTurn, fact: str, kind: str, messages: list[Any]) -> tuple[str, str]:
-    if turn.remembered >= MAX_REMEMBERED:
+    if len(turn.remembered) >= MAX_REMEMBERED:
         return "over_cap", f"not stored: at most {MAX_REMEMBERED} facts per turn"
     elsewhere = conversation_text(messages)
     if len(elsewhere) > MAX_ELSEWHERE_CHARS:
@@ -242,7 +242,7 @@ async def _remember(turn: ToolTurn, fact: str, kind: str, messages: list[Any]) -
             return "refused", "not stored: the user holds the most memories allowed"
         await memories.audit(conn, user_id=turn.user_id, old_id=None, new_id=new_id,
                              reason="remembered by the chat model from the user's words", action="remember")
-    turn.remembered += 1
+    turn.remembered.append(Remembered(new_id, text))
     return "ok", "remembered"
 
 

@@ -23,7 +23,7 @@ from litestar import Response
 from litestar.response import Stream
 
 from .auth import read_user_id
-from .classify import TASK_HEADER, TurnKind, classify, latest_user_text, message_text
+from .classify import TASK_HEADER, TurnKind, classify, latest_user_text, message_text, storable
 from .errors import BadRequest, MemoryUnavailable, UpstreamError, openai_error
 from .inject import has_client_memory, inject_memories, within_budget
 from .job_payload import FormationPayload, Message, Retrieved
@@ -61,6 +61,7 @@ MAX_READ_CHARS = 1 << 17  # of a longer message, its head and tail are read for 
 MAX_QUERY_CHARS = 4000  # of the user's part, searched by (its head and tail): embedders read ~500 tokens and
 # a paste's every word would only cost the full-text arm time
 MAX_REPLY_CHARS = 16000  # of the assistant's reply kept with the job: every text of a job is bounded
+MAX_MODEL_CHARS = 200  # of the turn's model name kept with the job
 
 OnReplyEnd = Callable[[str], Awaitable[None]]
 
@@ -216,25 +217,30 @@ async def relay_stream(body: AsyncIterator[bytes], on_end: OnReplyEnd | None = N
 
 
 def formation_payload(body: dict[str, Any], memories: list[Memory]) -> FormationPayload:
-    """What the formation job needs from the request: the user's message, a little context, and the
-    memories already injected (so extraction does not re-learn them)."""
+    """What the formation job needs from the request: the user's message, a little context, the
+    memories already injected (so extraction does not re-learn them) and the turn's model (formation's
+    when the memory LLM follows the upstream)."""
     messages = body["messages"]
     last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=len(messages))
     context = tuple(Message(m["role"], message_text(m.get("content"))[:CONTEXT_CHARS])
                     for m in messages[max(0, last_user - CONTEXT_MESSAGES):last_user]
                     if m.get("role") in ("user", "assistant"))
+    model = body.get("model")
     return FormationPayload(user_message=users_message(messages)[:MAX_USER_MESSAGE_CHARS], context=context,
-                            retrieved=tuple(Retrieved(m.id, m.content) for m in memories))
+                            retrieved=tuple(Retrieved(m.id, m.content) for m in memories),
+                            model=storable(model)[:MAX_MODEL_CHARS] if isinstance(model, str) else "")
 
 
 async def enqueue_formation(services: Services, user_id: str, payload: FormationPayload, said_at: datetime,
-                            assistant_reply: str) -> None:
-    """Hand the formation job to the outbox: written now, or held until the database is back."""
+                            assistant_reply: str, *, tools: ToolTurn | None = None) -> None:
+    """Hand the formation job to the outbox: written now, or held until the database is back. `tools`: the
+    turn's tool work, read at the reply's end for what `remember` stored (formation leaves those alone)."""
     # Redacted here, so that neither the job table nor the memory LLM ever sees a secret; off the event loop
     # (a long turn in a worker process: memory_proxy/scanner.py). A text that could not be scanned in time is not
     # kept: the turn's job is dropped (counted), never stored unchecked.
     try:
-        replied = replace(payload, assistant_reply=assistant_reply[:MAX_REPLY_CHARS])
+        replied = replace(payload, assistant_reply=assistant_reply[:MAX_REPLY_CHARS],
+                          remembered=tuple(tools.remembered) if tools else ())
         redacted = FormationPayload.from_json(await services.scanner.redact_strings(replied.to_json()))
     except ScanFailed as exc:  # the engine failed or the scan took too long: fail closed
         JOB_EVENTS.labels("unscanned").inc()
@@ -269,10 +275,10 @@ async def chat_turn(services: Services, headers: Mapping[str, str], raw: bytes) 
     tools: ToolTurn | None = None
     if identified and (services.settings.formation.enabled or with_tools):
         payload = formation_payload(body, memories)
-        if services.settings.formation.enabled:
-            on_end = partial(enqueue_formation, services, identified, payload, said_at)
         if with_tools:
             tools = ToolTurn(services, identified, services.settings.retrieval.tools, payload, said_at)
+        if services.settings.formation.enabled:
+            on_end = partial(enqueue_formation, services, identified, payload, said_at, tools=tools)
     if retrieval and tools:  # logged with the rounds, when they end
         tools.on_done = partial(_log_with_rounds, retrieval, tools.mode)
     elif retrieval:

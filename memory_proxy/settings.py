@@ -9,12 +9,14 @@ without a variable, or a name declared twice, fails at import.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import platformdirs
 
@@ -226,19 +228,55 @@ class RetrievalSettings:
     ranking: RankingSettings = field(default_factory=RankingSettings)
 
 
+MEMORY_LLM_MODEL = "mistral-small-latest"
+
+
+def _on_this_network(base_url: str) -> bool:
+    """Whether a server is reached on this machine or a private network (llama.cpp, Ollama, a compose
+    service such as `http://ollama:11434`), not a hosted API: a deployment guard, read from the URL alone."""
+    host = urlparse(base_url).hostname or ""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host == "localhost" or "." not in host or host.endswith((".local", ".internal", ".lan"))
+    return address.is_loopback or address.is_private or address.is_link_local
+
+
+def _memory_llm_mode(values: Values) -> str:
+    """An `unset` rule: `json` (the schema as a grammar, what llama.cpp and Ollama constrain a small model
+    with) for the upstream reached on this machine or network; `tools` for a hosted API (OpenAI, Mistral)."""
+    local = values["memory_llm.provider"] == "upstream" and _on_this_network(values["upstream.base_url"])
+    return "json" if local else "tools"
+
+
+def _memory_llm_provider(parsed: Mapping[Spec, Any]) -> str:
+    """MEMORY_LLM_PROVIDER when unset: `mistral` as soon as a memory LLM of its own is configured (its model,
+    URL or key, or a Mistral key), else `upstream`: one server for a self-hoster, and formation reads with
+    the model the user chose. Read from the parsed variables, which alone say what was set."""
+    own = ("memory_llm.model", "memory_llm.base_url", "memory_llm.api_key")
+    return "mistral" if any(parsed[FIELDS[f]] for f in own) or parsed[_MISTRAL_KEY] else "upstream"
+
+
 @dataclass(frozen=True)
 class MemoryLLMSettings:
-    provider: str = env("MEMORY_LLM_PROVIDER", "mistral", "`mistral` (mistralai SDK) or `openai` (any "
-        "OpenAI-compatible chat API) for the formation call.", choice("mistral", "openai"))
-    model: str = env("MEMORY_LLM_MODEL", "mistral-small-latest", "Model that reads each turn for new facts "
-        "about the user.")
+    provider: str = env("MEMORY_LLM_PROVIDER", "", "`mistral` (mistralai SDK), `openai` (any "
+        "OpenAI-compatible chat API) or `upstream` (`UPSTREAM_BASE_URL` with its key, and each turn's own "
+        "model) for the formation calls. Default: `upstream` when no memory LLM is configured (none of "
+        "`MEMORY_LLM_MODEL`, `MEMORY_LLM_BASE_URL`, `MEMORY_LLM_API_KEY`, `MISTRAL_API_KEY` set), else "
+        "`mistral`.", choice("mistral", "openai", "upstream"))
+    model: str = env("MEMORY_LLM_MODEL", "", f"Model that reads each turn for new facts about the user. With "
+        f"`upstream`: the turn's own model, this one only for a job that names none. Default: "
+        f"`{MEMORY_LLM_MODEL}`.", unset=lambda _: MEMORY_LLM_MODEL)
     base_url: str = env("MEMORY_LLM_BASE_URL", "", f"Memory LLM endpoint up to `/v1`. Default: "
-        f"{MISTRAL_URL} for `mistral`, `UPSTREAM_BASE_URL` for `openai`.", url, unset=_provider_url("memory_llm"))
+        f"{MISTRAL_URL} for `mistral`, `UPSTREAM_BASE_URL` for `openai` and `upstream`.", url,
+        unset=_provider_url("memory_llm"))
     api_key: str = env("MEMORY_LLM_API_KEY", "", "Memory LLM key. Falls back to `MISTRAL_API_KEY`, then "
-        "`UPSTREAM_API_KEY`.", fallback=_MISTRAL_KEY, unset=lambda values: values["upstream.api_key"], repr=False)
-    mode: str = env("MEMORY_LLM_MODE", "tools", "How instructor asks for structured output: `tools`, "
+        "`UPSTREAM_API_KEY` (with `upstream`: to `UPSTREAM_API_KEY` only).", fallback=_MISTRAL_KEY, unset=lambda values: values["upstream.api_key"], repr=False)
+    mode: str = env("MEMORY_LLM_MODE", "", "How instructor asks for structured output: `tools`, "
         "`json_schema`, `json` (a JSON object constrained by the schema: llama.cpp, Ollama and most local "
-        "servers) or `md_json`.", choice("tools", "json_schema", "json", "md_json"))
+        "servers) or `md_json`. Default: `json` for `upstream` on this machine or a private network "
+        "(loopback, private address, a host name without a dot such as a compose service), else `tools`.",
+        choice("tools", "json_schema", "json", "md_json"), unset=_memory_llm_mode)
     timeout_s: float = env("MEMORY_LLM_TIMEOUT", "60", "Seconds one memory-LLM call may take.", positive_float)
     max_tokens: int = env("MEMORY_LLM_MAX_TOKENS", "1024", "Most tokens one memory-LLM reply may take (an "
         "extraction needs ~400). A small model that never closes its JSON stops here, not at the timeout: the "
@@ -355,12 +393,17 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     """Build `Settings` from `env` (default: `os.environ`); raise `SettingsError` listing every mistake."""
     parsed, problems = DECLARED.parse(os.environ if env is None else env)
     mode, provider = FIELDS["memory_llm.mode"], FIELDS["memory_llm.provider"]
+    if parsed.get(provider) is None and not problems:
+        parsed[provider] = _memory_llm_provider(parsed)
     if parsed.get(provider) == "mistral" and parsed.get(mode) == "json":
         problems.append(f"{mode.name}='json': not available with {provider.name}=mistral "
                         "(use tools, json_schema or md_json)")
     if problems:
         raise SettingsError("invalid settings:\n  " + "\n  ".join(problems))
-    settings: Settings = DECLARED.build(DECLARED.values(parsed))
+    values = DECLARED.values(parsed)
+    if values["memory_llm.provider"] == "upstream" and parsed[FIELDS["memory_llm.api_key"]] is None:
+        values["memory_llm.api_key"] = values["upstream.api_key"]  # the upstream's key, never a Mistral key
+    settings: Settings = DECLARED.build(values)
     return settings
 
 

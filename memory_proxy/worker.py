@@ -143,7 +143,7 @@ class Worker:
         try:
             payload = FormationPayload.from_json(job.payload)
             formation = await form(Turn(job.user_id, job.said_at, payload), pool=self.pool,
-                                   embedder=self.embedder, llm=self.llm, scanner=self.scanner,
+                                   embedder=self.embedder, llm=self.llm.for_turn(payload.model), scanner=self.scanner,
                                    settings=self.settings)
             async with self.pool.connection() as conn, user_scope(conn, job.user_id):
                 decisions = await apply_resolutions(conn, job, formation.resolutions, self.embedder.model,

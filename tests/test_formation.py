@@ -20,11 +20,30 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+from structlog.testing import capture_logs
 
 from memory_proxy.job_payload import FormationPayload, Retrieved
+from memory_proxy.memory.formation import REMEMBERED
 from memory_proxy.store import jobs
-from tests.conftest import CHAT, ROOT, USER_A, add_memory, chat_body, metric, user_headers
+from tests.conftest import (
+    BERLIN,
+    BUN,
+    CHAT,
+    DATE_PREFIX,
+    ROOT,
+    USER_A,
+    add_memory,
+    as_requested,
+    chat_body,
+    metric,
+    user_headers,
+    vector_for,
+)
+from tests.test_memory_tools import call, calling, script
+from tests.test_tool_stream import calls_stream
+from tests.test_tool_stream import script as script_stream
 from tests.test_worker import links
 
 
@@ -259,3 +278,73 @@ def test_past_the_facts_read_per_reply_the_rest_are_dropped_unread(monkeypatch: 
     assert kept == facts[:MAX_FACTS_PER_TURN]
     assert len(scanned) == MAX_FACTS_READ - 1  # the oversized fact was refused unread, and so were those past
     assert dropped == ["too_long"] + ["over_cap"] * (40 - MAX_FACTS_PER_TURN)
+
+
+# ---------------------------------------------------------------- what `remember` stored in the same turn
+
+LYON = "User lives in Lyon."
+CROWD = [BUN, BERLIN, "User prefers green tea over coffee.", "User has a dog named Rex.", "User is allergic to peanuts."]
+
+
+def placed_near(text: str, others: list[str]) -> Any:
+    """The test embedder, with `text` placed among `others` (the mean of their vectors): a fact whose
+    nearest memories are those, not the one it repeats."""
+    import numpy as np
+
+    mean = np.mean([vector_for(o) for o in others], axis=0)
+    near = (mean / np.linalg.norm(mean)).tolist()
+
+    def reply(request: httpx.Request) -> httpx.Response:
+        payload = json.loads(request.content)
+        inputs = payload["input"] if isinstance(payload["input"], list) else [payload["input"]]
+        data = [{"object": "embedding", "index": i, "embedding": as_requested(
+            near if DATE_PREFIX.sub("", t) == text else vector_for(t), payload)} for i, t in enumerate(inputs)]
+        return httpx.Response(200, json={"object": "list", "model": payload["model"], "data": data,
+                                         "usage": {"prompt_tokens": 3, "total_tokens": 3}})
+    return reply
+
+
+async def remembered_turn(proxy: Any, outside: Any, message: str, fact: str, *, stream: bool = False) -> None:
+    """A chat turn in which the scripted chat model calls remember(fact) once, then answers."""
+    if stream:
+        script_stream(outside, calls_stream((0, "call_1", "remember", [json.dumps({"fact": fact})])))
+    else:
+        script(outside, calling(call("remember", {"fact": fact})))
+    client = await proxy(MEMORY_TOOLS="all")
+    response = await client.post(CHAT, json=chat_body(message, stream=stream), headers=user_headers(USER_A))
+    assert response.status_code == 200
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "streamed"])
+async def test_a_fact_the_chat_model_remembered_is_not_stored_again_by_formation(
+        proxy: Any, outside: Any, db: Any, worker: Any, memory_llm: Any, stream: bool) -> None:
+    """The memory LLM extracts, in other words, what `remember` stored in the turn, and the user's nearer
+    memories would keep the remembered one from its comparison: it is compared all the same, the model's
+    `same` holds, and the user keeps one memory of it, not two."""
+    for text in CROWD:
+        await add_memory(db, USER_A, text)
+    paraphrase = "User is based in Lyon."
+    outside.routes["embeddings"].side_effect = placed_near(paraphrase, CROWD)
+    memory_llm.extract = lambda message: [{"fact": paraphrase, "type": "identity", "same_text": LYON}]
+    await remembered_turn(proxy, outside, "I live in Lyon now.", LYON, stream=stream)
+    assert await worker.run_until_idle() == 1
+    assert memory_llm.calls("relate") == 1
+    assert await links(db, USER_A) == sorted([*CROWD, LYON])
+
+
+@pytest.mark.parametrize("relation", ["replaces_text", "refines_text"])
+async def test_formation_never_replaces_or_forgets_what_the_chat_model_remembered(
+        proxy: Any, outside: Any, db: Any, worker: Any, memory_llm: Any, relation: str) -> None:
+    """A weaker reading of the same words proposes to replace (or refine) the remembered memory and to forget
+    it: both are confirmed by the model, and neither is acted on; the decisions say why."""
+    memory_llm.extract = lambda message: {"facts": [{"fact": "User lives in Lyon with Anna.", relation: LYON}],
+                                          "forget": "Lyon", "forgets": [LYON]}
+    await remembered_turn(proxy, outside, "I live in Lyon with Anna.", LYON)
+    with capture_logs() as logs:
+        assert await worker.run_until_idle() == 1
+    assert await links(db, USER_A) == [LYON]
+    [line] = [e for e in logs if e["event"] == "memory_decision"]
+    assert [(d["action"], d["fact"], d["reason"].split(";")[0].split(":")[0]) for d in line["decisions"]] == [
+        ("ignore", LYON, REMEMBERED), ("ignore", "User lives in Lyon with Anna.", REMEMBERED)]
+    cur = await db.execute("SELECT action FROM memory_updates WHERE user_id = %s ORDER BY id", [USER_A])
+    assert [row[0] for row in await cur.fetchall()] == ["remember"]

@@ -3,7 +3,7 @@ earlier version a queue, a spool file or a dead job may still hold is read."""
 
 import pytest
 
-from memory_proxy.job_payload import VERSION, FormationPayload, Message, Retrieved
+from memory_proxy.job_payload import VERSION, FormationPayload, Message, Remembered, Retrieved
 
 # A job as the code before the versioned payload wrote it, copied from memory_jobs: no `version`, the
 # earlier messages flattened into "role: text" lines. test_worker.py and test_outbox.py read it too.
@@ -30,6 +30,27 @@ def test_the_current_version_round_trips_with_a_colon_in_the_text() -> None:
     assert written["version"] == VERSION and written["context"] == [{"role": "user",
                                                                      "content": "assistant: is a word too"}]
     assert FormationPayload.from_json(written) == payload
+
+
+def test_what_remember_stored_and_the_turns_model_round_trip() -> None:
+    payload = FormationPayload("I live in Lyon", remembered=(Remembered("v-9", "User lives in Lyon."),),
+                               model="qwen2.5-7b-instruct", assistant_reply="Noted.")
+    written = payload.to_json()
+    assert written["remembered"] == [{"id": "v-9", "content": "User lives in Lyon."}]
+    assert written["model"] == "qwen2.5-7b-instruct" and VERSION >= 3
+    assert FormationPayload.from_json(written) == payload
+
+
+# A job as version 2 wrote it, copied from memory_jobs: no `remembered`, no `model`.
+V2_PAYLOAD = {"version": 2, "user_message": "I use Bun", "context": [{"role": "assistant", "content": "Which one?"}],
+              "retrieved": [{"id": "v-1", "content": "User lives in Lyon."}], "assistant_reply": "Nice."}
+
+
+def test_a_version_2_payload_is_still_read() -> None:
+    payload = FormationPayload.from_json(V2_PAYLOAD)
+    assert payload == FormationPayload("I use Bun", (Message("assistant", "Which one?"),),
+                                       (Retrieved("v-1", "User lives in Lyon."),), "Nice.")
+    assert payload.remembered == () and payload.model == ""
 
 
 def test_a_done_jobs_emptied_payload_reads_as_empty() -> None:

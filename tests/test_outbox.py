@@ -12,7 +12,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from memory_proxy.job_payload import FormationPayload
+from memory_proxy.job_payload import VERSION, FormationPayload
 from memory_proxy.outbox import Outbox, PendingJob
 from memory_proxy.store import jobs
 from memory_proxy.store.database import make_pool
@@ -103,7 +103,7 @@ async def test_a_spool_file_written_in_the_old_payload_format_is_written_as_the_
         async with pool.connection() as conn:
             await conn.execute("SELECT set_config('memory_proxy.all_users', 'on', false)")
             [(payload,)] = await (await conn.execute("SELECT payload FROM memory_jobs")).fetchall()
-    assert payload["version"] == 2 and payload["user_message"] == OLD_PAYLOAD["user_message"]
+    assert payload["version"] == VERSION and payload["user_message"] == OLD_PAYLOAD["user_message"]
     assert payload["context"] == [{"role": m.role, "content": m.content} for m in OLD_CONTEXT]
     assert list(tmp_path.glob("*.json")) == []
 

@@ -64,8 +64,40 @@ def test_the_configuration_page_documents_every_setting() -> None:
 
 def test_json_mode_is_refused_for_mistral() -> None:
     with pytest.raises(SettingsError, match="MEMORY_LLM_MODE='json'"):
-        load_settings({"MEMORY_LLM_MODE": "json"})
+        load_settings({"MEMORY_LLM_MODE": "json", "MISTRAL_API_KEY": "mk"})
     assert load_settings({"MEMORY_LLM_MODE": "json", "MEMORY_LLM_PROVIDER": "openai"}).memory_llm.mode == "json"
+
+
+def test_with_no_memory_llm_configured_formation_uses_the_upstream() -> None:
+    local = load_settings({"UPSTREAM_BASE_URL": "http://127.0.0.1:8081/v1", "UPSTREAM_API_KEY": "uk"}).memory_llm
+    assert (local.provider, local.base_url, local.api_key, local.mode) == (
+        "upstream", "http://127.0.0.1:8081/v1", "uk", "json")
+    assert local.model == "mistral-small-latest"  # only for a job that names no model (memory/llm.for_turn)
+    for base_url in ("http://ollama:11434/v1", "http://192.168.1.20:8080/v1", "http://gpu-box.local/v1"):
+        assert load_settings({"UPSTREAM_BASE_URL": base_url}).memory_llm.mode == "json"
+    hosted = load_settings({"UPSTREAM_BASE_URL": "https://api.openai.com/v1", "UPSTREAM_API_KEY": "sk"}).memory_llm
+    assert (hosted.provider, hosted.base_url, hosted.api_key, hosted.mode) == (
+        "upstream", "https://api.openai.com/v1", "sk", "tools")
+
+
+def test_a_configured_memory_llm_wins_over_the_upstream() -> None:
+    upstream = {"UPSTREAM_BASE_URL": "http://127.0.0.1:8081/v1", "UPSTREAM_API_KEY": "uk"}
+    for own in ({"MISTRAL_API_KEY": "mk"}, {"MEMORY_LLM_MODEL": "mistral-medium-latest"},
+                {"MEMORY_LLM_API_KEY": "lk"}, {"MEMORY_LLM_BASE_URL": "https://llm.example.test/v1"}):
+        llm = load_settings({**upstream, **own}).memory_llm
+        assert (llm.provider, llm.mode) == ("mistral", "tools"), own  # as before: Mistral's API, its defaults
+    llm = load_settings({**upstream, "MEMORY_LLM_PROVIDER": "openai", "MEMORY_LLM_MODEL": "qwen"}).memory_llm
+    assert (llm.provider, llm.base_url, llm.model, llm.mode) == ("openai", "http://127.0.0.1:8081/v1", "qwen", "tools")
+    assert load_settings({**upstream, "MEMORY_LLM_MODE": "md_json"}).memory_llm.mode == "md_json"
+
+
+def test_the_upstream_provider_sends_the_upstreams_key_not_a_mistral_one() -> None:
+    """A Mistral key for the embeddings beside a chat upstream of another vendor: formation, asked to use the
+    upstream, authenticates there with the upstream's key."""
+    chosen = {"MEMORY_LLM_PROVIDER": "upstream", "MISTRAL_API_KEY": "mk", "UPSTREAM_API_KEY": "uk",
+              "UPSTREAM_BASE_URL": "https://api.openai.com/v1"}
+    assert load_settings(chosen).memory_llm.api_key == "uk"
+    assert load_settings({**chosen, "MEMORY_LLM_API_KEY": "lk"}).memory_llm.api_key == "lk"
 
 
 # Values that parse for some variable; each variable must accept one of them that changes a setting.

@@ -16,7 +16,7 @@ import pytest
 from psycopg.types.json import Jsonb
 from structlog.testing import capture_logs
 
-from memory_proxy.job_payload import FormationPayload
+from memory_proxy.job_payload import VERSION, FormationPayload
 from memory_proxy.store import jobs
 from memory_proxy.store.scope import in_user_scope
 from tests.conftest import (
@@ -72,7 +72,7 @@ async def test_a_chat_turn_enqueues_one_job_with_the_reply(client: Any, outside:
     assert payload["user_message"] == BUN_MSG and payload["assistant_reply"] == "Nice, Bun is fast."
 
 
-async def test_a_chat_turn_writes_the_earlier_messages_as_structured_messages(
+async def test_a_chat_turn_writes_the_earlier_messages_as_structured_messages_and_its_model(
         client: Any, outside: Any, db: Any) -> None:
     outside.routes["chat"].respond(200, json=completion("Nice, Bun is fast."))
     earlier = [{"role": "user", "content": "Which runtime?"}, {"role": "assistant", "content": "Bun or Node."}]
@@ -80,7 +80,7 @@ async def test_a_chat_turn_writes_the_earlier_messages_as_structured_messages(
     body["messages"][-1:-1] = earlier
     await client.post(CHAT, json=body, headers=user_headers(USER_A))
     [(_, _, payload, _)] = await job_rows(db)
-    assert payload["version"] == 2 and payload["context"] == earlier
+    assert payload["version"] == VERSION and payload["context"] == earlier and payload["model"] == body["model"]
     assert FormationPayload.from_json(payload).earlier("assistant") == ["Bun or Node."]
 
 

@@ -20,8 +20,13 @@ trusted with (provenance, secrets, grounding, size, duplicates, the flip-flop ru
    run in a worker process with a deadline (memory_proxy/scanner.py), never on the event loop.
 5. Each kept fact that is not an exact duplicate is compared with its nearest memories by the model
    (memory/resolve.relate); a replace, refine or ignore is acted on only once the model confirms it for
-   that pair (memory/resolve.confirmed), else the fact is added. Facts that expire sooner never retire longer-lived
-   memories (`_settle`). The worker writes the outcome in one transaction with the job's completion.
+   that pair (memory/resolve.confirmed), else the fact is added. The memories the chat model stored with
+   the `remember` tool in this turn (the payload's `remembered`) are always among those compared, and are
+   protected: a fact the model relates to one of them (confirmed) is not stored, whether it says the same,
+   more or something else, and neither that fact nor a forget request of the same turn retires it (the
+   chat model read the same words; a second reading does not correct it). Facts that expire sooner never
+   retire longer-lived memories (`_settle`). The worker writes the outcome in one transaction with the
+   job's completion.
 
 A reply that cannot be read (memory/llm.MalformedReply) is an empty answer, logged in `malformed`: no
 facts, nothing related (the fact is added), nothing forgotten. Only a failure to reach the model fails
@@ -35,7 +40,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cache
+from typing import Any
 
+from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from ..job_payload import FormationPayload
@@ -61,6 +68,7 @@ MAX_FACT_WORDS = 24  # a longer "fact" is a paraphrased passage, not one fact
 MAX_FACTS_READ = 2 * MAX_FACTS_PER_TURN  # of one reply: the rest cannot be kept anyway, and each costs a scan
 FORGET_CANDIDATES = 10
 MAX_CONFIRMATIONS = 2  # destructive proposals checked per fact; past them the fact is added
+REMEMBERED = "the chat model remembered it in this turn"  # why a protected memory is left as it is
 
 _ABOUT_USER = re.compile(r"^(the\s+)?user\b", re.I)
 _WORD = re.compile(r"\w+")
@@ -113,12 +121,14 @@ async def form(turn: Turn, *, pool: AsyncConnectionPool, embedder: Embedder, llm
     except MalformedReply as exc:
         formation.malformed.append(str(exc))
         extraction = Extraction()
+    protected = {m.id for m in turn.payload.remembered}
     if extraction.forget:
-        formation.resolutions += await _forgotten(turn, said, extraction.forget, pool=pool, embedder=embedder,
-                                                  llm=llm, malformed=formation.malformed)
+        named = await _forgotten(turn, said, extraction.forget, pool=pool, embedder=embedder, llm=llm,
+                                 malformed=formation.malformed)
+        formation.resolutions += [_spared(r) if r.target_id in protected else r for r in named]
     formation.extracted = len(extraction.facts)
     elsewhere = "\n".join([*(m.line() for m in turn.payload.context if m.role != "user"), _example_facts()])
-    known = [m.content for m in turn.payload.retrieved]
+    known = [m.content for m in turn.payload.retrieved] + [m.content for m in turn.payload.remembered]
     # In a worker process with a deadline (memory_proxy/scanner.py): a reply's facts are scanned for secrets and
     # checked against the user's words, work that grows with what the model wrote. ScanFailed: retried.
     kept, dropped = await scanner.run(kept_facts, extraction.facts, said, earlier, elsewhere, turn.said_at, known)
@@ -128,6 +138,7 @@ async def form(turn: Turn, *, pool: AsyncConnectionPool, embedder: Embedder, llm
     vectors = await embedder.embed([embedding_text(text, turn.said_at) for text, _ in kept])
     compared: list[tuple[str, ExtractedFact, list[float], list[Memory]]] = []
     async with pool.connection() as conn, user_scope(conn, turn.user_id):
+        remembered = await _remembered(conn, turn)
         for (text, fact), vector in zip(kept, vectors, strict=True):
             attributes = FactAttributes(memory_type=fact.type, expires_at=settings.expiry(fact.type, turn.said_at))
             same = await memories.find_same_text(conn, turn.user_id, text)
@@ -137,7 +148,7 @@ async def form(turn: Turn, *, pool: AsyncConnectionPool, embedder: Embedder, llm
             neighbors = await search.neighbours(conn, user_id=turn.user_id, model=embedder.model,
                                                 embedding=vector, top_k=settings.neighbors, min_score=-1.0,
                                                 include_global=False)
-            compared.append((text, fact, vector, neighbors))
+            compared.append((text, fact, vector, _beside(neighbors, remembered)))
     forgotten_ids = {r.target_id for r in formation.resolutions if r.action == "forget"}
     targets: dict[str, Memory] = {}
     for text, fact, vector, neighbors in compared:  # the model's calls hold no database connection
@@ -147,7 +158,7 @@ async def form(turn: Turn, *, pool: AsyncConnectionPool, embedder: Embedder, llm
             relations = await relate(llm, text, candidates) if candidates else {}
         except MalformedReply as exc:
             formation.malformed.append(str(exc))
-        action, target, why = await _chosen(llm, text, candidates, relations, formation)
+        action, target, why = await _chosen(llm, text, candidates, relations, formation, protected)
         attributes = FactAttributes(memory_type=fact.type, expires_at=settings.expiry(fact.type, turn.said_at))
         formation.resolutions.append(Resolution(text, vector, action, target.id if target else None, why,
                                                 attributes))
@@ -163,10 +174,31 @@ async def _provenance(llm: MemoryLLM, said: OwnWords, formation: Formation) -> O
     return result.said
 
 
+async def _remembered(conn: AsyncConnection[Any], turn: Turn) -> list[Memory]:
+    """The memories `remember` stored in this turn that are still active (one round trip; none: no query)."""
+    ids = [m.id for m in turn.payload.remembered]
+    texts = await search.active_texts(conn, turn.user_id, ids) if ids else {}
+    return [Memory(id=i, content=texts[i], created_at=turn.said_at, stated_at=turn.said_at) for i in ids if i in texts]
+
+
+def _beside(neighbors: list[Memory], remembered: list[Memory]) -> list[Memory]:
+    """A fact's nearest memories and, after them, the turn's remembered ones that are not among them: each
+    fact is compared with what the chat model stored, however many memories lie nearer."""
+    near = {m.id for m in neighbors}
+    return [*neighbors, *(m for m in remembered if m.id not in near)]
+
+
+def _spared(resolution: Resolution) -> Resolution:
+    """A forget that named a memory the chat model remembered in this turn: not acted on, logged."""
+    return Resolution(resolution.fact, [], "ignore", resolution.target_id, f"{REMEMBERED}: not forgotten")
+
+
 async def _chosen(llm: MemoryLLM, fact: str, candidates: list[Memory], relations: dict[int, Relation],
-                  formation: Formation) -> tuple[Action, Memory | None, str]:
+                  formation: Formation, protected: set[str]) -> tuple[Action, Memory | None, str]:
     """The first of the model's proposals that holds: a replace, refine or ignore only once the model
-    confirms it for that pair (at most MAX_CONFIRMATIONS asked); else add (never lose a fact)."""
+    confirms it for that pair (at most MAX_CONFIRMATIONS asked); else add (never lose a fact). One that
+    holds for a `protected` memory (stored by `remember` in this turn) ignores the fact and leaves the
+    memory as it is."""
     asked = 0
     for relation, action, memory, why in proposals(candidates, relations):
         if asked == MAX_CONFIRMATIONS:
@@ -174,6 +206,8 @@ async def _chosen(llm: MemoryLLM, fact: str, candidates: list[Memory], relations
         asked += 1
         try:
             if await confirmed(llm, fact, memory, relation):
+                if memory.id in protected:
+                    return "ignore", memory, f"{REMEMBERED}; {why} (confirmed)"
                 return action, memory, f"{why} (confirmed)"
         except MalformedReply as exc:
             formation.malformed.append(str(exc))

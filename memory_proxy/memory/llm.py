@@ -1,4 +1,5 @@
-"""The memory LLM: structured output through instructor, from Mistral or any OpenAI-compatible server.
+"""The memory LLM: structured output through instructor, from Mistral or any OpenAI-compatible server —
+the chat upstream itself with MEMORY_LLM_PROVIDER=upstream, each job read by the turn's own model (`for_turn`).
 
 One narrow interface — `await llm.structured(ResponseModel, messages, purpose=...)` — whatever the
 provider. Both SDKs get an `httpx.AsyncClient` we own (mistralai 3.x would otherwise use httpx2,
@@ -15,7 +16,9 @@ becomes `MemoryUnavailable("llm")`: the worker retries the job with backoff, up 
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
+from dataclasses import replace
 from functools import cache
 from typing import Any, TypeVar
 
@@ -112,8 +115,17 @@ class MemoryLLM:
                                             http_client=http_client, max_retries=0)
             self._client = instructor.from_openai(sdk_openai, mode=mode)
 
+    def for_turn(self, model: str) -> MemoryLLM:
+        """The memory LLM that reads one turn: with the `upstream` provider, the same client asking the turn's
+        own model (MEMORY_LLM_MODEL for a job that names none); otherwise this one, as configured."""
+        if self.settings.provider != "upstream" or not model or model == self.settings.model:
+            return self
+        turn = copy.copy(self)  # the same SDK client and connections
+        turn.settings = replace(self.settings, model=model)
+        return turn
+
     def _constrained(self, response_model: type[BaseModel]) -> dict[str, Any]:
-        if self.settings.provider == "openai" and self.settings.mode == "json":
+        if self.settings.provider != "mistral" and self.settings.mode == "json":
             return _json_object_with_schema(response_model)
         return {}
 
