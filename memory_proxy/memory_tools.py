@@ -128,6 +128,7 @@ class ToolTurn:
     remembered: list[Remembered] = field(default_factory=list)  # stored by `remember` (formation protects them)
     forgotten: int = 0
     on_done: Callable[[int, int], None] | None = None  # called once with (rounds, calls) when the rounds end
+    answer_base: list[Any] = field(default_factory=list)  # the turn's messages as the answer round starts them
 
     def done(self, rounds: int) -> None:
         """The rounds have ended (a final reply, an error or the client leaving): report them once."""

@@ -110,10 +110,13 @@ def search_query(text: str) -> str:
 
 @dataclass
 class TurnRetrieval:
-    """What retrieval did for one identified chat turn: the memories to inject and its `memory_retrieval` log line
-    (info; warning when it failed open), logged once: at once, or when the memory tool rounds end (with them)."""
+    """What retrieval did for one identified chat turn: the memories injected, the ones a request without the
+    memory tools gets (`plain`: the same, unless the tools are offered with MEMORY_TOOLS_INJECT=always_on), and
+    its `memory_retrieval` log line (info; warning when it failed open), logged once: at once, or when the memory
+    tool rounds end (with them)."""
 
     memories: list[Memory]
+    plain: list[Memory]
     outcome: str
     fields: dict[str, Any]
 
@@ -122,13 +125,20 @@ class TurnRetrieval:
 
 
 async def memories_for_turn(services: Services, user_id: str, body: dict[str, Any],
-                            query_tier: bool = True) -> TurnRetrieval:
-    """The user's memories for this turn within the token budget, or none if the memory side fails; without
-    `query_tier`, only the always-on tier (pinned and identity memories: MEMORY_TOOLS_INJECT=always_on)."""
+                            always_on_only: bool = False) -> TurnRetrieval:
+    """The user's memories for this turn within the token budget, or none if the memory side fails; with
+    `always_on_only`, only the always-on tier (pinned and identity memories) is injected."""
     started = time.perf_counter()
-    memories, outcome, reason = await _retrieved(services, user_id, body, query_tier)
+    plain, always_on, outcome, reason = await _retrieved(services, user_id, body)
+    memories = always_on if always_on_only else plain
+    if outcome in ("hit", "miss"):
+        outcome = "hit" if memories else "miss"
     RETRIEVAL_OUTCOMES.labels(outcome).inc()
-    return TurnRetrieval(memories, outcome, {
+    MEMORIES_INJECTED.observe(len(memories))
+    if memories:
+        services.uses.add(user_id, [m.id for m in memories])
+        services.indexes.used(user_id, [m.id for m in memories])
+    return TurnRetrieval(memories, plain, outcome, {
         "user_id": user_id, "outcome": outcome, "count": len(memories), "ids": [m.id for m in memories],
         "ms": round((time.perf_counter() - started) * 1000, 1), **({"reason": reason} if reason else {})})
 
@@ -137,13 +147,14 @@ def _log_with_rounds(retrieval: TurnRetrieval, mode: str, rounds: int, calls: in
     retrieval.log(tools=mode, rounds=rounds, tool_calls=calls)
 
 
-async def _retrieved(services: Services, user_id: str, body: dict[str, Any],
-                     query_tier: bool) -> tuple[list[Memory], str, str]:
-    """(memories, outcome: hit, miss, skipped or failed, and why: the fail-open reason — of the whole
-    retrieval, or of the search when recent memories stood in —, or the skip's)."""
+async def _retrieved(services: Services, user_id: str,
+                     body: dict[str, Any]) -> tuple[list[Memory], list[Memory], str, str]:
+    """(both tiers within the budget, the always-on tier alone within it, outcome: hit, miss, skipped or failed,
+    and why: the fail-open reason — of the whole retrieval, or of the search when recent memories stood in —, or
+    the skip's)."""
     messages = body["messages"]
     if has_client_memory(messages):
-        return [], "skipped", "client_memory"
+        return [], [], "skipped", "client_memory"
     retrieval = services.settings.retrieval
     try:
         if not services.ready.is_set():
@@ -158,17 +169,14 @@ async def _retrieved(services: Services, user_id: str, body: dict[str, Any],
         if exc.reason.startswith("database_") and exc.reason != "database_not_ready":
             services.breaker.failure()
         FAIL_OPEN.labels(exc.reason).inc()
-        return [], "failed", exc.reason
+        return [], [], "failed", exc.reason
     except Exception:  # noqa: BLE001 - a bug on the memory side: the turn is still relayed, and it is counted
         FAIL_OPEN.labels("internal_error").inc()
         log.exception("retrieval_error")  # the traceback; the turn's memory_retrieval line follows
-        return [], "failed", "internal_error"
-    memories = within_budget(found.always_on, found.query if query_tier else [], retrieval.token_budget)
-    MEMORIES_INJECTED.observe(len(memories))
-    if memories:
-        services.uses.add(user_id, [m.id for m in memories])
-        services.indexes.used(user_id, [m.id for m in memories])
-    return memories, "hit" if memories else "miss", found.fallback
+        return [], [], "failed", "internal_error"
+    memories = within_budget(found.always_on, found.query, retrieval.token_budget)
+    always_on = within_budget(found.always_on, [], retrieval.token_budget)
+    return memories, always_on, "hit" if memories else "miss", found.fallback
 
 
 def upstream_error_response(status: int, body: bytes, headers: dict[str, str]) -> Response[bytes]:
@@ -264,19 +272,20 @@ async def chat_turn(services: Services, headers: Mapping[str, str], raw: bytes) 
     retrieval: TurnRetrieval | None = None
     if identified:
         retrieval = await memories_for_turn(services, identified, body,
-                                            query_tier=not with_tools or services.settings.retrieval.tools_inject
-                                            == "threshold")
-    memories = retrieval.memories if retrieval else []
-    content, sent = raw, body
-    if memories:
-        sent = {**body, "messages": inject_memories(body["messages"], memories)}
+                                            always_on_only=with_tools and services.settings.retrieval.tools_inject
+                                            == "always_on")
+    memories = retrieval.memories if retrieval else []  # injected into the request sent
+    content, sent = raw, body  # the request as it goes without tools (and a retry without them)
+    if retrieval and retrieval.plain:
+        sent = {**body, "messages": inject_memories(body["messages"], retrieval.plain)}
         content = encode_json(sent)
     on_end: OnReplyEnd | None = None
     tools: ToolTurn | None = None
     if identified and (services.settings.formation.enabled or with_tools):
         payload = formation_payload(body, memories)
         if with_tools:
-            tools = ToolTurn(services, identified, services.settings.retrieval.tools, payload, said_at)
+            tools = ToolTurn(services, identified, services.settings.retrieval.tools, payload, said_at,
+                             answer_base=inject_memories(body["messages"], memories))
         if services.settings.formation.enabled:
             on_end = partial(enqueue_formation, services, identified, payload, said_at, tools=tools)
     if retrieval and tools:  # logged with the rounds, when they end

@@ -64,7 +64,7 @@ async def open_round(services: Services, headers: Mapping[str, str], body: dict[
         payload["tools"] = [*body.get("tools", []),
                             *(t for t in definitions(turn.mode) if t["function"]["name"] not in theirs)]
     else:
-        payload["messages"] = answer_messages(body, content, messages)
+        payload["messages"] = answer_messages(body, turn, messages)
     response, reply = await upstream.open("POST", CHAT_PATH, headers, encode(payload))
     if response.status_code != 400:
         return response, reply, False
@@ -77,16 +77,14 @@ async def open_round(services: Services, headers: Mapping[str, str], body: dict[
     return response, reply, True
 
 
-def answer_messages(body: dict[str, Any], content: bytes, messages: list[Any]) -> list[Any]:
-    """The last round's conversation: the turn as it goes without tools (`content`: memories injected, no word
-    of tools), with what our tools returned this turn added to its system prompt as data, and no tool messages.
-    A model that was shown its own calls and their results, but no tools, tends to write another call (small
-    ones do); asked this way, it answers."""
-    plain = _parsed(content)
-    plain_messages = plain.get("messages") if isinstance(plain, dict) else None
+def answer_messages(body: dict[str, Any], turn: ToolTurn, messages: list[Any]) -> list[Any]:
+    """The last round's conversation: the turn as offered but with no word of tools (`turn.answer_base`), with
+    what our tools returned this turn added to its system prompt as data, and no tool messages. A model that
+    was shown its own calls and their results, but no tools, tends to write another call (small ones do);
+    asked this way, it answers."""
     results = [str(m.get("content") or "") for m in messages[len(body["messages"]):]
                if isinstance(m, dict) and m.get("role") == "tool"]
-    return with_tool_results(plain_messages if isinstance(plain_messages, list) else body["messages"], results)
+    return with_tool_results(turn.answer_base or body["messages"], results)
 
 
 def call_key(call: Any) -> str:
