@@ -35,7 +35,7 @@ from .errors import MemoryUnavailable
 from .job_payload import FormationPayload, Remembered
 from .memory.document import embedding_text
 from .memory.embed import embed_one
-from .memory.evidence import OwnWords, words
+from .memory.evidence import OwnWords, unsaid_names, words
 from .memory.extract import ExtractedFact
 from .memory.formation import kept_facts, users_words
 from .memory.retrieve import retrieve_memories
@@ -222,6 +222,8 @@ async def _remember(turn: ToolTurn, fact: str, kind: str, messages: list[Any]) -
     said, earlier = await _own_words(turn)
     extracted = ExtractedFact(fact=fact, **({"type": kind} if kind else {}))
     kept, dropped = await services.scanner.run(kept_facts, [extracted], said, earlier, elsewhere, turn.said_at)
+    if kept and unsaid_names(kept[0][0], said=said, earlier=earlier):  # a name the user never said: invented
+        kept, dropped = [], [{"why": "unsupported"}]
     if not kept:
         why = dropped[0]["why"] if dropped else "refused"
         return "refused", (f"not stored ({why}): remember only a short fact about the user that starts with "

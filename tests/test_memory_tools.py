@@ -240,3 +240,14 @@ async def test_a_failing_tool_says_so_and_the_chat_goes_on(proxy: Any, outside: 
     response = await client.post(CHAT, json=chat_body(ASK), headers=user_headers(USER_A))
     assert response.status_code == 200 and response.json()["choices"][0]["message"]["content"] == FINAL
     assert tool_results(seen[1]) == ["the memory tool failed; answer without it"]
+
+
+async def test_remember_refuses_a_name_the_user_never_said(proxy: Any, outside: Any, db: Any) -> None:
+    """Found nowhere is not found in the user's words: the chat model may not invent a fact about the user."""
+    seen = script(outside, calling(call("remember", {"fact": "User keeps the Zanzibar vault code."}, "c1"),
+                                   call("remember", {"fact": "User lives in Lyon."}, "c2")))
+    client = await proxy(MEMORY_TOOLS="all")
+    await client.post(CHAT, json=chat_body("Remember that I live in Lyon."), headers=user_headers(USER_A))
+    invented, said = tool_results(seen[1])
+    assert invented.startswith("not stored") and said == "remembered"
+    assert await active_texts(db, USER_A) == ["User lives in Lyon."]

@@ -229,17 +229,27 @@ def _numbers(fact: str, said_on: date) -> list[float]:
     return [n for n in _values(_ISO_DATE.sub(near, fact)) if n not in years]
 
 
+def unsaid_names(fact: str, *, said: OwnWords, earlier: list[str]) -> list[str]:
+    """The names of `fact` found nowhere in the user's own words (this message or the earlier ones), looked up
+    as `grounding` looks them up. `grounding` lets a name found nowhere at all pass (a memory model may spell a
+    name its own way); a fact the chat model asks to remember must hold only names the user said."""
+    theirs = Source.of(said.text, *earlier)
+    unsaid = []
+    for name in names(fact):
+        spaced = not _uncased(name)
+        folded = _folded(name).removesuffix("s") if spaced else _folded(name)
+        if not (theirs.has(folded, spaced=spaced) or theirs.has(_folded(name), spaced=spaced)):
+            unsaid.append(name)
+    return unsaid
+
+
 def grounding(fact: str, *, said: OwnWords, earlier: list[str], elsewhere: str, said_on: date) -> str | None:
     """Why `fact` is not grounded in the user's words ("not_users_words", "unsupported"), or None when it is
     (see the module docstring). `earlier` are the user's own words before this message; `elsewhere` is
     the text the turn showed that is not the user's."""
     theirs, other = Source.of(said.text, *earlier), Source.of(elsewhere, said.left_out)
-    for name in names(fact):
-        spaced = not _uncased(name)
-        folded = _folded(name).removesuffix("s") if spaced else _folded(name)
-        if theirs.has(folded, spaced=spaced) or theirs.has(_folded(name), spaced=spaced):
-            continue
-        if other.has(_folded(name), spaced=spaced, near=False):
+    for name in unsaid_names(fact, said=said, earlier=earlier):
+        if other.has(_folded(name), spaced=not _uncased(name), near=False):
             return "not_users_words"
     for number in _numbers(fact, said_on):
         if number <= SMALL_NUMBER or (number.is_integer() and YEARS[0] <= number <= YEARS[1]) or number in theirs.numbers:
