@@ -83,9 +83,10 @@ def create_app(settings: Settings, http_client: httpx.AsyncClient | None = None,
             if settings.formation.enabled and settings.formation.in_process_worker:
                 worker = Worker.from_services(services)
                 worker_task = asyncio.create_task(worker.run(stop, settings.server.shutdown_timeout, services.ready))
+            llm = settings.memory_llm  # with the upstream, formation asks each turn's own model
             log.info("started", upstream=settings.upstream.base_url,
                      embedding=f"{settings.embedding.provider}:{settings.embedding.model}",
-                     memory_llm=f"{settings.memory_llm.provider}:{settings.memory_llm.model}",
+                     memory_llm=f"{llm.provider}:{'the turn' if llm.provider == 'upstream' else llm.model}",
                      in_process_worker=worker_task is not None,
                      user_id_header=settings.server.user_id_header)
             try:
