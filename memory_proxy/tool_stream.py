@@ -14,7 +14,8 @@ a round after ours that ends with no text and no call is not relayed, and the an
   `finish_reason` of `tool_calls` left without any call becomes `stop`): the client's calls pass untouched and
   ours are not run, as on a non-streamed turn.
 While a round's calls are read and run, the client gets an SSE comment (KEEP_ALIVE), which the openai SDKs and
-OpenWebUI skip: one when the first call shows, one before the next round is sent.
+OpenWebUI skip: one when the first call shows, one before the next round is sent, and one every
+KEEP_ALIVE_EVERY seconds while a held round's upstream, or the next round's, is silent.
 
 The first round is opened before the client's response starts, so its errors keep their status (and its 400
 its retry without tools, memory_proxy/tool_rounds.open_round). A later round's error status ends the stream
@@ -24,11 +25,12 @@ of the round under way.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import aclosing
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -41,6 +43,8 @@ from .upstream import read_body
 from .written_calls import may_be_written_call, written_calls
 
 KEEP_ALIVE = b": keep-alive\n\n"
+KEEP_ALIVE_EVERY = 10.0  # seconds of the upstream's silence, while a round is held or opened, between comments
+T = TypeVar("T")
 MAX_HELD_BYTES = 256 * 1024  # of a round held while it reads as a tool call; past it the round is relayed as text
 _EVENT_END = re.compile(rb"\r?\n\r?\n")
 
@@ -180,6 +184,43 @@ class Relay:
         return b"data: " + json.dumps(rewritten, ensure_ascii=False).encode() + b"\n\n"
 
 
+async def ticking(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes | None]:
+    """`chunks` as they come, and None after each KEEP_ALIVE_EVERY seconds without one (the next chunk is
+    awaited in a task of its own, never cancelled by the wait, so nothing is lost)."""
+    pending: asyncio.Future[bytes] | None = None
+    try:
+        while True:
+            pending = pending or asyncio.ensure_future(anext(chunks))
+            done, _ = await asyncio.wait({pending}, timeout=KEEP_ALIVE_EVERY)
+            if not done:
+                yield None
+                continue
+            try:
+                chunk = pending.result()
+            except StopAsyncIteration:
+                return
+            pending = None
+            yield chunk
+    finally:
+        if pending and not pending.done():
+            pending.cancel()
+            await asyncio.gather(pending, return_exceptions=True)
+
+
+async def awaited(job: Awaitable[T], into: list[T]) -> AsyncIterator[bytes]:
+    """KEEP_ALIVE after each KEEP_ALIVE_EVERY seconds until `job` is done, its result then appended to `into`;
+    cancelled if the client leaves meanwhile."""
+    task = asyncio.ensure_future(job)
+    try:
+        while not (await asyncio.wait({task}, timeout=KEEP_ALIVE_EVERY))[0]:
+            yield KEEP_ALIVE
+        into.append(task.result())
+    finally:
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
 async def open_streamed_with_tools(services: Services, headers: Mapping[str, str], body: dict[str, Any],
                                    content: bytes, turn: ToolTurn,
                                    encode: Callable[[Any], bytes]) -> tuple[httpx.Response, AsyncIterator[bytes]]:
@@ -202,8 +243,12 @@ async def _rounds(services: Services, headers: Mapping[str, str], body: dict[str
             names = tuple(n for n in offered(turn.mode) if n not in theirs) if offer else ()
             events, relay, held, held_bytes = Events(), Relay(theirs), [], 0
             reading = Reading(names, hold_empty=offer and round_ > 0)
-            async with aclosing(reply):  # type: ignore[type-var]  # an async generator (upstream.open)
-                async for chunk in reply:
+            async with aclosing(reply), aclosing(ticking(reply)) as chunks:  # type: ignore[type-var]
+                async for chunk in chunks:
+                    if chunk is None:  # the upstream is silent: the client hears that we are still here
+                        if reading.starts_with != "content":
+                            yield KEEP_ALIVE
+                        continue
                     for raw in events.feed(chunk):
                         if reading.starts_with == "content":
                             if out := relay.relayed(raw):
@@ -233,8 +278,11 @@ async def _rounds(services: Services, headers: Mapping[str, str], body: dict[str
                 yield KEEP_ALIVE
                 round_ += 1
                 offer = round_ < MAX_ROUNDS and not repeated
-                response, reply, rejected = await open_round(services, headers, body, content, turn, messages, round_,
-                                                             encode, offer)
+                opened: list[tuple[httpx.Response, AsyncIterator[bytes], bool]] = []
+                async for out in awaited(open_round(services, headers, body, content, turn, messages, round_, encode,
+                                                    offer), opened):
+                    yield out
+                [(response, reply, rejected)] = opened
                 offer = offer and not rejected
                 if response.status_code >= 300:
                     await read_body(reply)

@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 
+from memory_proxy import tool_stream
 from memory_proxy.settings import load_settings
 from memory_proxy.tool_stream import KEEP_ALIVE
 from tests.conftest import (
@@ -194,3 +195,34 @@ async def test_a_client_leaving_after_a_tool_round_closes_the_upstream(env: dict
         async with asyncio.timeout(5):  # the client hung up mid-reply: the proxy closes the round's upstream
             await final.closed.wait()
     assert not final.release.is_set() and b"search_memory" not in received
+
+
+async def test_keep_alives_flow_while_the_upstream_is_silent(env: dict[str, str], app_factory: Any, outside: Any,
+                                                              monkeypatch: Any) -> None:
+    """A slow model (a small one reading a long prompt takes minutes) must not leave the client's connection
+    silent while a round is held or the next one is opened: a comment every KEEP_ALIVE_EVERY seconds."""
+    monkeypatch.setattr(tool_stream, "KEEP_ALIVE_EVERY", 0.05)
+    # the first round starts (the proxy's reply starts with its first bytes), then goes silent
+    first = ScriptedStream(calls_stream((0, "c1", "search_memory", ['{"query": "x"}'])), hold_at=1)
+    opened = asyncio.Event()
+
+    async def answer(request: httpx.Request) -> httpx.Response:
+        if not first.release.is_set():
+            return stream_reply(first)
+        await opened.wait()  # the second round's answer is late to start
+        return stream_reply(ScriptedStream(FINAL_STREAM))
+
+    outside.routes["chat"].side_effect = answer
+    async with served(app_factory(load_settings({**env, "MEMORY_TOOLS": "search"}))) as url, \
+            httpx.AsyncClient(timeout=10) as client, client.stream(
+                "POST", f"{url}{CHAT}", json=chat_body(ASK, stream=True),
+                headers={"authorization": f"Bearer {PROXY_KEY}", **user_headers(USER_A)}) as response:
+        received = b""
+        async for part in response.aiter_raw():
+            received += part
+            if received.count(KEEP_ALIVE) >= 3 and not first.release.is_set():
+                first.release.set()  # held round: 3 comments heard while the upstream said nothing
+            elif received.count(KEEP_ALIVE) >= 8 and not opened.is_set():
+                opened.set()  # next round: more comments while its upstream had not answered
+    assert without_comments(received) == b"".join(FINAL_STREAM)
+    assert received.count(KEEP_ALIVE) >= 8
