@@ -98,8 +98,9 @@ def concrete(expr: str) -> str:
 
 @pytest.fixture
 def env(database_url: str, tmp_path: Path) -> dict[str, str]:
-    """The proxy under test offers every memory tool, so that the tools' panels have calls to show."""
-    return make_env(database_url, tmp_path, MEMORY_TOOLS="all")
+    """The proxy under test offers every memory tool, so that the tools' panels have calls to show, with the
+    threshold memories injected beside them, so that retrieval hits and misses show as without tools."""
+    return make_env(database_url, tmp_path, MEMORY_TOOLS="all", MEMORY_TOOLS_INJECT="threshold")
 
 
 @pytest.fixture
