@@ -135,7 +135,7 @@ class Reading:
                 self.written = written_calls(self.text, self._names) if self._names else []
                 empty = self._hold_empty and not self.text.strip()
                 self.starts_with = "tools" if self.written else "empty" if empty else "content"
-            elif content and not (self._names and may_be_written_call(self.text)):
+            elif content and not (self._names and may_be_written_call(self.text, self._names)):
                 self.starts_with = "content"
 
     def message(self) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from typing import Any
 
 _OPEN, _CLOSE, _FENCE = "<tool_call>", "</tool_call>", "```"
 _NAME_KEY = re.compile(r'\{\s*"name"\s*:')
+_NAMED = re.compile(r'\{\s*"name"\s*:\s*"([^"]*)"')  # the name given, once its closing quote came
 _NAME_KEY_PREFIX = re.compile(r'\{\s*(?:"(?:n(?:a(?:m(?:e(?:"\s*)?)?)?)?)?)?$')  # `{"name":` cut anywhere
 _DECODER = json.JSONDecoder()
 
@@ -37,12 +38,15 @@ def _unwrapped(text: str) -> str | None:
     return None if rest and _OPEN.startswith(rest) else rest
 
 
-def may_be_written_call(text: str) -> bool:
-    """Whether a reply that begins with `text` may still turn out to be a written call (so it is held)."""
+def may_be_written_call(text: str, names: tuple[str, ...]) -> bool:
+    """Whether a reply that begins with `text` may still turn out to be a written call of one of `names` (so it
+    is held): a JSON answer whose "name" is something else is text as soon as that name is read."""
     rest = _unwrapped(text)
     if rest is None or not rest:
         return True
     rest = rest[1:] if rest.startswith("{{") else rest
+    if named := _NAMED.match(rest):
+        return named.group(1) in names
     return bool(_NAME_KEY.match(rest) or _NAME_KEY_PREFIX.match(rest))
 
 

@@ -59,10 +59,10 @@ def test_text_is_never_read_as_a_call(text: str) -> None:
 
 
 def test_only_a_beginning_that_may_still_be_a_call_is_held() -> None:
-    for held in ("", " ", "{", '{"na', '{{"name"', "<tool", "``", "```json", '{ "name": "x"'):
-        assert may_be_written_call(held), held
-    for text in ("Y", "You", '{"foo', "```python\nprint(1)", "<b>"):
-        assert not may_be_written_call(text), text
+    for held in ("", " ", "{", '{"na', '{{"name"', "<tool", "``", "```json", '{ "name": "sea', '{"name": "search_memory"'):
+        assert may_be_written_call(held, OURS), held
+    for text in ("Y", "You", '{"foo', "```python\nprint(1)", "<b>", '{"name": "Alice"'):
+        assert not may_be_written_call(text, OURS), text  # a JSON answer naming Alice streams on
 
 
 async def test_a_written_search_is_run_and_never_reaches_the_client(proxy: Any, outside: Any, db: Any) -> None:
