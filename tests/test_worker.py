@@ -315,9 +315,10 @@ async def test_a_failing_memory_llm_is_retried_then_dead_and_chat_is_unaffected(
     memory_llm.hang = None
     outside.routes["memory_llm"].mock(side_effect=memory_llm)
     assert await jobs.retry_dead(db) == 1
-    async with open_services(settings, httpx.AsyncClient()) as services:
+    back = load_settings({**env, "JOB_MAX_ATTEMPTS": "3"})  # the LLM's usual timeout: 0.2 s was for the fault
+    async with open_services(back, httpx.AsyncClient()) as services:  # (a loaded CI machine took 1 s once)
         worker = Worker(pool=services.pool, embedder=services.embedder, llm=services.llm, scanner=services.scanner,
-                        settings=settings.formation)
+                        settings=back.formation)
         assert await worker.run_until_idle() == 1
     assert await links(db, USER_A) == [BUN]
 
