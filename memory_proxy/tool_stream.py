@@ -43,6 +43,8 @@ from .upstream import read_body
 from .written_calls import may_be_written_call, written_calls
 
 KEEP_ALIVE = b": keep-alive\n\n"
+DECIDE_CHARS = 512  # of a round's text read to tell a written call from text (its start decides): a long held
+# reply costs each of its events this much, not its whole length
 KEEP_ALIVE_EVERY = 10.0  # seconds of the upstream's silence, while a round is held or opened, between comments
 T = TypeVar("T")
 MAX_HELD_BYTES = 256 * 1024  # of a round held while it reads as a tool call; past it the round is relayed as text
@@ -135,7 +137,7 @@ class Reading:
                 self.written = written_calls(self.text, self._names) if self._names else []
                 empty = self._hold_empty and not self.text.strip()
                 self.starts_with = "tools" if self.written else "empty" if empty else "content"
-            elif content and not (self._names and may_be_written_call(self.text, self._names)):
+            elif content and not (self._names and may_be_written_call(self.text[:DECIDE_CHARS], self._names)):
                 self.starts_with = "content"
 
     def message(self) -> dict[str, Any]:
