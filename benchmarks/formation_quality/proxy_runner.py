@@ -120,6 +120,7 @@ class ProxyRun:
             history += [{"role": "user", "content": turn.user}, {"role": "assistant", "content": turn.assistant}]
         result["active"] = await self._active(user_id)
         result["audit_rows"] = await self._audit_rows(user_id)
+        result["memories"] = await self._memories(user_id)
         self.clock.at = start + timedelta(days=user.probe.day)
         if self.memory_llm:
             self.memory_llm.turn, self.memory_llm.said_on = user.probe, self.clock.at.date()
@@ -175,6 +176,16 @@ class ProxyRun:
         response = await self.client.get("/api/v1/memories", params={"user": user_id, "limit": 200})
         response.raise_for_status()
         return [m["content"] for m in response.json()["data"]]
+
+    async def _memories(self, user_id: str) -> dict[str, dict[str, Any]]:
+        """Every memory the user ever held, by id: its text and whether it is still active (for steps.py,
+        which follows each fact through the decision log's ids)."""
+        async with await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True) as conn:
+            cur = await conn.execute(
+                "SELECT v.id, v.content, l.superseded_at IS NULL FROM users_vectors l JOIN vectors v"
+                " ON v.id = l.vector_id WHERE l.user_id = %s", (user_id,))
+            rows = await cur.fetchall()
+        return {row[0]: {"content": row[1], "active": bool(row[2])} for row in rows}
 
     async def _audit_rows(self, user_id: str) -> int:
         async with await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True) as conn:

@@ -199,11 +199,10 @@ async def _chosen(llm: MemoryLLM, fact: str, candidates: list[Memory], relations
     confirms it for that pair (at most MAX_CONFIRMATIONS asked); else add (never lose a fact). One that
     holds for a `protected` memory (stored by `remember` in this turn) ignores the fact and leaves the
     memory as it is."""
-    asked = 0
+    refused: list[str] = []
     for relation, action, memory, why in proposals(candidates, relations):
-        if asked == MAX_CONFIRMATIONS:
+        if len(refused) == MAX_CONFIRMATIONS:
             continue
-        asked += 1
         try:
             if await confirmed(llm, fact, memory, relation):
                 if memory.id in protected:
@@ -211,7 +210,8 @@ async def _chosen(llm: MemoryLLM, fact: str, candidates: list[Memory], relations
                 return action, memory, f"{why} (confirmed)"
         except MalformedReply as exc:
             formation.malformed.append(str(exc))
-    return "add", None, "new information"
+        refused.append(f"{action} {memory.id}")
+    return "add", None, f"new information ({', '.join(refused)}: not confirmed)" if refused else "new information"
 
 
 def _lifetime(settings: FormationSettings, memory_type: str) -> float:
