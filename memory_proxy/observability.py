@@ -136,7 +136,6 @@ REDACTIONS = Counter("memory_proxy_redactions_total",
                      "Secrets replaced by [REDACTED: kind] before anything was stored, by kind.", ["kind"])
 LLM_CALLS = Counter("memory_proxy_llm_calls_total",
                     "Memory-LLM calls by purpose (provenance, extract, check, relate, forget) and outcome (ok, error, malformed, "
-                    "truncated: cut at MEMORY_LLM_MAX_TOKENS, its completed items read, "
                     "timeout: a busy server, down: unreachable or HTTP 5xx/408/429; both retried without spending "
                     "an attempt).",
                     ["purpose", "outcome"])

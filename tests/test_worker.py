@@ -442,20 +442,6 @@ async def test_a_reply_that_can_never_be_read_is_an_empty_answer_not_a_failed_jo
     assert await links(db, USER_A) == ([BUN] if purpose == "extract" else sorted([BUN, NODE]))
 
 
-async def test_an_extraction_cut_at_max_tokens_keeps_the_facts_it_completed(
-        client: Any, outside: Any, db: Any, worker: Any, memory_llm: Any) -> None:
-    """A small model looping over a long message is cut at MEMORY_LLM_MAX_TOKENS: the facts it wrote before
-    the one being cut are read, not thrown away with the reply."""
-    memory_llm.raw = {"extract": '{"facts": [{"fact": "User uses Node.", "type": "preference"}, {"fact": "User '
-                                 'switched from Bun.", "type": "preference"}, {"fact": "User uses Node. User uses'}
-    memory_llm.finish_reason = "length"
-    before = metric("memory_proxy_llm_calls_total", purpose="extract", outcome="truncated")
-    await client.post(CHAT, json=chat_body(NODE_MSG), headers=user_headers(USER_A))
-    assert await worker.run_until_idle() == 1
-    assert metric("memory_proxy_llm_calls_total", purpose="extract", outcome="truncated") == before + 1
-    assert await links(db, USER_A) == ["User switched from Bun.", "User uses Node."]
-
-
 async def test_a_job_whose_worker_died_is_taken_over_after_its_lease(
         db: Any, worker: Any, memory_llm: Any) -> None:
     memory_llm.extract = facts_for

@@ -7,10 +7,10 @@ which respx cannot intercept). Every call is bounded by MEMORY_LLM_TIMEOUT and c
 A reply that does not validate even after instructor's one re-ask (not JSON, truncated, nested too deep,
 a lone surrogate, the wrong shape) is `MalformedReply`: the model has answered, and asking again at
 temperature 0 answers the same, so the caller reads it as an empty answer ("no facts") instead of
-failing the job; a reply cut at MEMORY_LLM_MAX_TOKENS gives the items it completed (`_salvaged`). A
-server that is busy (the call timed out: LLM_BUSY) or down (unreachable, the connection dropped, HTTP 5xx,
-408 or 429: LLM_DOWN) will answer later: the worker retries the job without spending an attempt
-(`WAITING`, JOB_BUSY_MAX_SECONDS). Any other failure (a 4xx that asking again will not change) becomes `MemoryUnavailable("llm")`: the worker retries the job with backoff, up to JOB_MAX_ATTEMPTS.
+failing the job. A server that is busy (the call timed out: LLM_BUSY) or down (unreachable, the connection
+dropped, HTTP 5xx, 408 or 429: LLM_DOWN) will answer later: the worker retries the job without spending
+an attempt (`WAITING`, JOB_BUSY_MAX_SECONDS). Any other failure (a 4xx that asking again will not change)
+becomes `MemoryUnavailable("llm")`: the worker retries the job with backoff, up to JOB_MAX_ATTEMPTS.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from typing import Any, TypeVar
 
 import httpx
 import instructor
-import jiter
 import openai
 from instructor.core import IncompleteOutputException, InstructorRetryException, ResponseParsingError
 from mistralai.client import Mistral
@@ -78,26 +77,6 @@ def _failure(exc: BaseException) -> str:
     cause = exc.__cause__ if isinstance(exc, InstructorRetryException) and exc.__cause__ else exc
     status = getattr(cause, "status_code", None)
     return type(cause).__name__ + (f" (HTTP {status})" if isinstance(status, int) else "")
-
-
-def _salvaged(response_model: type[Model], exc: BaseException) -> Model | None:
-    """A reply cut at MEMORY_LLM_MAX_TOKENS (a small model that loops over a long message): what it had
-    completed, read with jiter's partial mode, each list without its last item (the one being written when
-    the reply was cut, whose type may be missing). None when the reply was not cut, or holds no list with a
-    completed item (a relate answer cut mid-way stays unreadable)."""
-    cut = exc if isinstance(exc, IncompleteOutputException) else exc.__cause__
-    if not isinstance(cut, IncompleteOutputException):
-        return None
-    try:
-        message: Any = cut.last_completion.choices[0].message  # type: ignore[union-attr]
-        calls = getattr(message, "tool_calls", None)  # tools mode: the JSON is the call's arguments
-        text = (calls[0].function.arguments if calls else message.content) or ""
-        partial = jiter.from_json(text[text.index("{"):].encode(), partial_mode="on")
-        if not isinstance(partial, dict) or not any(isinstance(v, list) and len(v) > 1 for v in partial.values()):
-            return None  # only a list keeps its meaning when cut: a cut object's missing keys would read as answers
-        return response_model.model_validate({k: v[:-1] if isinstance(v, list) else v for k, v in partial.items()})
-    except (AttributeError, IndexError, ValueError, TypeError, RecursionError):  # no text, no object, no shape
-        return None
 
 
 MODES = {
@@ -163,9 +142,6 @@ class MemoryLLM:
                     **self._constrained(response_model),
                 )
         except Exception as exc:  # timeouts, HTTP errors, invalid output after the re-ask
-            if (salvaged := _salvaged(response_model, exc)) is not None:
-                LLM_CALLS.labels(purpose, "truncated").inc()
-                return salvaged
             if _malformed(exc):
                 LLM_CALLS.labels(purpose, "malformed").inc()
                 raise MalformedReply(f"{purpose}: {type(exc.__cause__ or exc).__name__}") from exc
