@@ -284,7 +284,7 @@ def main(argv: list[str] | None = None) -> None:
         wrong += w
     print(report(fates, extra, wrong))
     if args.json:
-        if any(u.split == "test" for u in users.values()) and not args.users:
+        if any(users[f.user].split == "test" for f in fates):
             raise SystemExit("the frozen test split is read for counts only: no --json")
         args.json.write_text(json.dumps([f.__dict__ for f in fates], indent=1, ensure_ascii=False))
 
