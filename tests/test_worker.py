@@ -139,10 +139,12 @@ async def test_database_down_mid_run_chat_goes_on_and_the_job_is_written_when_it
         admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS false")
         admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", [name])
     held = metric("memory_proxy_jobs_total", event="held")
-    fail_open = metric("memory_proxy_fail_open_total", reason="database_error")
+    def database_fail_opens() -> float:  # refused at once, or the pool's reconnects outlast the budget on a busy machine
+        return sum(metric("memory_proxy_fail_open_total", reason=r) for r in ("database_error", "database_timeout"))
+    fail_open = database_fail_opens()
     response = await client.post(CHAT, json=chat_body(BUN_MSG), headers=user_headers(USER_A))
     assert response.status_code == 200 and response.json()["memories"] == []
-    assert metric("memory_proxy_fail_open_total", reason="database_error") == fail_open + 1  # retrieval failed open
+    assert database_fail_opens() == fail_open + 1  # retrieval failed open
     assert metric("memory_proxy_jobs_total", event="held") == held + 1
     assert len(client.app.state.services.outbox) == 1
     assert (await client.get("/readyz")).status_code == 503
