@@ -1,0 +1,1 @@
+"""Team memory quality: scripted teams, their ideal answers, and a deterministic scorer (README.md)."""
