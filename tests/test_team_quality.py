@@ -46,9 +46,12 @@ def test_a_removed_member_is_shown_nothing_of_the_team_and_without_the_removal_t
     assert verdict.failures == ["probe 1 (ben) injected /5433/"] and verdict.probe_failures == 1
 
 
-def test_a_team_fact_of_a_team_the_speaker_is_not_in_is_refused_when_loaded(tmp_path: Path) -> None:
-    text = EXAMPLE.read_text(encoding="utf-8").replace('members = ["ana", "ben"]', 'members = ["ben"]')
+@pytest.mark.parametrize(("members", "problem"), [('["ben"]', "ana is not in platform"),
+                                                    ('["ben", "carl"]', "editor ana is no member")])
+def test_a_scenario_that_contradicts_its_teams_is_refused_when_loaded(tmp_path: Path, members: str,
+                                                                      problem: str) -> None:
+    text = EXAMPLE.read_text(encoding="utf-8").replace('members = ["ana", "ben"]', f"members = {members}")
     path = tmp_path / "bad.toml"
     path.write_text(text, encoding="utf-8")
-    with pytest.raises(ValueError, match="ana is not in platform"):
+    with pytest.raises(ValueError, match=problem):
         load_scenarios([path])

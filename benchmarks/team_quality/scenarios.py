@@ -112,6 +112,7 @@ def _check(s: Scenario) -> None:
     """Structural mistakes a writer can make, named (a scenario that fails here is not loaded)."""
     people, teams = set(s.people), {t.name for t in s.teams}
     problems = [f"{t.name}: unknown member {m}" for t in s.teams for m in (*t.members, *t.editors) if m not in people]
+    problems += [f"{t.name}: editor {e} is no member" for t in s.teams for e in t.editors if e not in t.members]
     problems += [f"turn by unknown {t.speaker}" for t in s.turns if t.speaker not in people]
     problems += [f"probe by unknown {p.speaker}" for p in s.probes if p.speaker not in people]
     problems += [f"change of unknown team {c.team}" for c in s.changes if c.team not in teams]
