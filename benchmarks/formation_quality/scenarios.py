@@ -33,8 +33,12 @@ class IdealFact:
     replaces: str = ""        # regex (case-insensitive) of the memory this fact changes, "" for none
 
     def text(self, today: date) -> str:
-        """The fact with `{date±N}` resolved against the day it was said (ISO dates)."""
-        return _DATE.sub(lambda m: (today + timedelta(days=int(m.group(1) or 0))).isoformat(), self.fact)
+        return dated(self.fact, today)
+
+
+def dated(fact: str, today: date) -> str:
+    """An ideal fact with its `{date±N}` resolved against the day it was said (ISO dates)."""
+    return _DATE.sub(lambda m: (today + timedelta(days=int(m.group(1) or 0))).isoformat(), fact)
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,11 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
+from ..formation_quality.scenarios import dated
+
 HERE = Path(__file__).parent
 SPLITS = {"dev": HERE / "dev", "test": HERE / "test"}
 PERSONAL = "personal"
-_DATE = re.compile(r"\{date([+-]\d+)?\}")
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ class IdealFact:
     replaces: str = ""       # regex of the memory, in the same scope, that this fact changes
 
     def text(self, today: date) -> str:
-        return _DATE.sub(lambda m: (today + timedelta(days=int(m.group(1) or 0))).isoformat(), self.fact)
+        return dated(self.fact, today)
 
 
 @dataclass(frozen=True)
