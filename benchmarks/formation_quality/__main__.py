@@ -25,6 +25,13 @@ HERE = Path(__file__).parent
 DEFAULT_MEM0_PYTHON = Path.home() / ".cache/memory-proxy-bench/mem0-venv/bin/python"
 
 
+def _setting(text: str) -> tuple[str, str]:
+    name, equals, value = text.partition("=")
+    if not equals or not name.isupper():
+        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME=VALUE, e.g. FORMATION_NEIGHBORS=8")
+    return name, value
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.formation_quality", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -48,6 +55,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--ci", action="store_true", help="only the CI subset (users with ci = true)")
     parser.add_argument("--out", type=Path, default=Path("formation-quality-results"),
                         help="directory for results, logs and the table (default: ./formation-quality-results)")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", type=_setting,
+                        help="a memory-proxy setting for this run, e.g. FORMATION_NEIGHBORS=8 (repeatable)")
     parser.add_argument("--database-url", help="a migrated PostgreSQL for the proxy (default: an embedded one)")
     parser.add_argument("--score", nargs="+", type=Path, metavar="RESULT",
                         help="do not run: print the table of saved result files")
@@ -95,7 +104,8 @@ def _run_proxy(args: argparse.Namespace, users: list) -> dict:
     llm = None if args.llm in ("fake", "oracle") else args.llm
     result = asyncio.run(run_proxy(users, llm_base_url=llm, llm_model=args.model, llm_mode=args.mode,
                                    log_file=args.out / "proxy.log", oracle=args.llm == "oracle",
-                                   database_url=args.database_url))
+                                   database_url=args.database_url,
+                                   extra_env=dict(args.set)))
     (args.out / "proxy.json").write_text(json.dumps(result, indent=1, ensure_ascii=False))
     return result
 
