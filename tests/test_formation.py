@@ -82,6 +82,26 @@ def test_a_perfect_model_gets_every_development_user_right(database_url: str, tm
         ("d-it-hypo-ferrari", "guard", "unsupported")]
 
 
+def test_a_setting_given_with_set_reaches_the_proxy_of_the_run(tmp_path: Path, monkeypatch: Any) -> None:
+    """`--set NAME=VALUE` is how a setting is tried on dev before it is built in (a frequency penalty was)."""
+    from benchmarks.formation_quality import __main__ as bench
+    from benchmarks.formation_quality import proxy_runner
+
+    seen: dict[str, Any] = {}
+
+    async def run_proxy(users: list[Any], **options: Any) -> dict[str, Any]:
+        seen.update(options)
+        raise SystemExit(0)  # what was asked is all this test needs
+
+    monkeypatch.setattr(proxy_runner, "run_proxy", run_proxy)
+    with pytest.raises(SystemExit):
+        bench.main(["--ci", "--out", str(tmp_path), "--set", "FORMATION_NEIGHBORS=8", "--set", "MEMORY_LLM_TIMEOUT=600"])
+    assert seen["extra_env"] == {"FORMATION_NEIGHBORS": "8", "MEMORY_LLM_TIMEOUT": "600"}
+    with pytest.raises(SystemExit) as refused:
+        bench.main(["--set", "no-equals-sign"])
+    assert refused.value.code == 2
+
+
 def test_the_guards_hold_whatever_the_scripted_model_says(database_url: str, tmp_path: Path) -> None:
     users = formation_benchmark(database_url, tmp_path, "--llm", "fake", "--ci",
                                 "--users", "benchmarks/formation_quality/users.toml")
