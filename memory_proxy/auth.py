@@ -35,7 +35,8 @@ from .private import create_private, private_dir
 from .settings import ServerSettings
 
 MAX_USER_ID_LENGTH = 255
-_UNSTORABLE = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")  # control characters, NUL, lone surrogates
+# Not in a one-line name (a user id, a team name): control characters, NUL, lone surrogates
+NOT_ONE_LINE = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")
 
 
 def checked_user_id(raw: str, source: str) -> str:
@@ -46,7 +47,7 @@ def checked_user_id(raw: str, source: str) -> str:
     if len(user_id) > MAX_USER_ID_LENGTH:
         raise BadRequest(f"the user id ({source}) is longer than {MAX_USER_ID_LENGTH} characters",
                          code="invalid_user_id")
-    if _UNSTORABLE.search(user_id):
+    if NOT_ONE_LINE.search(user_id):
         raise BadRequest(f"the user id ({source}) holds control characters", code="invalid_user_id")
     return user_id
 
