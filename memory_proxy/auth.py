@@ -13,7 +13,8 @@ can reach the proxy with a key could otherwise read another user's memories by n
 A user id, wherever it comes from (header, signed token, `?user=`, the CLI), is checked by one rule,
 `checked_user_id`: trimmed; empty or blank is an error (never "any user"); at most 255 characters; no
 control characters, NUL or lone surrogates (PostgreSQL cannot store them, and a job that cannot be
-stored must be refused at the door). A header is read as UTF-8 (HTTP carries bytes; `café` stays
+stored must be refused at the door); never starting with "team:", which names a team's memories (a user
+called that would hold them). A header is read as UTF-8 (HTTP carries bytes; `café` stays
 `café`), and a user header sent twice is refused rather than silently taking one of them.
 """
 
@@ -33,6 +34,7 @@ import jwt
 from .errors import AuthenticationFailed, BadRequest
 from .private import create_private, private_dir
 from .settings import ServerSettings
+from .store.teams import PRINCIPAL_PREFIX
 
 MAX_USER_ID_LENGTH = 255
 # Not in a one-line name (a user id, a team name): control characters, NUL, lone surrogates
@@ -49,6 +51,9 @@ def checked_user_id(raw: str, source: str) -> str:
                          code="invalid_user_id")
     if NOT_ONE_LINE.search(user_id):
         raise BadRequest(f"the user id ({source}) holds control characters", code="invalid_user_id")
+    if user_id[:len(PRINCIPAL_PREFIX)].lower() == PRINCIPAL_PREFIX:
+        raise BadRequest(f"the user id ({source}) starts with {PRINCIPAL_PREFIX!r}, which names a team's memories",
+                         code="invalid_user_id")
     return user_id
 
 

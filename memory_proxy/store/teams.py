@@ -22,6 +22,14 @@ ROLES: tuple[Role, ...] = ("member", "editor")
 TEAM_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 MAX_NAME = 100
 MAX_ABOUT = 500
+# A team's memories are held by the principal "team:<id>" in the memory tables (db/migrations/0013), which
+# let the team's members see them; no user id may start with it (memory_proxy/auth.py's checked_user_id).
+PRINCIPAL_PREFIX = "team:"
+
+
+def principal(team_id: str) -> str:
+    """Who holds a team's memories in the memory tables."""
+    return PRINCIPAL_PREFIX + team_id
 
 
 class TeamExists(Exception):
