@@ -10,7 +10,8 @@ import pytest
 from memory_proxy.cli import main
 from memory_proxy.store import teams
 from memory_proxy.store.database import make_pool
-from tests.conftest import USER_A, USER_B
+from tests.conftest import USER_A, USER_B, add_memory, chat_body, metric, user_headers
+from tests.test_api import BUN, RUNTIME_Q
 
 
 async def test_a_team_its_members_and_their_roles(database_url: str) -> None:
@@ -93,3 +94,68 @@ def test_the_teams_command(env: dict, monkeypatch: Any, capsys: Any) -> None:
                     ["teams", "add", "ok", " "]):
         with pytest.raises(SystemExit):  # refused by the parser (the API's rules), before any database
             main(refused)
+
+
+# ---------------------------------------------------------------- OpenWebUI groups mirrored (USER_GROUPS_HEADER)
+
+GROUPS_HEADER = "x-openwebui-user-group-ids"
+
+
+async def _memberships(database_url: str, user: str) -> list[tuple[str, str, bool]]:
+    async with make_pool(database_url, 1) as pool, pool.connection() as conn:
+        cur = await conn.execute("SELECT team_id, role, mirrored FROM team_members WHERE user_id = %s"
+                                 " ORDER BY team_id", [user])
+        return [(r[0], r[1], r[2]) for r in await cur.fetchall()]
+
+
+async def test_each_turn_makes_the_mirrored_memberships_the_groups_it_names(proxy: Any, database_url: str) -> None:
+    client = await proxy(USER_GROUPS_HEADER=GROUPS_HEADER)
+    async with make_pool(database_url, 1) as pool, pool.connection() as conn:  # an operator's membership
+        await teams.create_team(conn, "ops", "Ops")
+        await teams.set_member(conn, "ops", USER_A, "editor")
+
+    async def turn(groups: str | None) -> None:
+        headers = {**user_headers(USER_A), **({GROUPS_HEADER: groups} if groups is not None else {})}
+        response = await client.post("/v1/chat/completions", json=chat_body("hi there"), headers=headers)
+        assert response.status_code == 200, response.text
+
+    await turn("3f2a-platform, billing,../etc,billing,")  # an id that cannot be a team's is left out
+    assert await _memberships(database_url, USER_A) == [("3f2a-platform", "member", True), ("billing", "member", True),
+                                                       ("ops", "editor", False)]
+    async with make_pool(database_url, 1) as pool, pool.connection() as conn:
+        made = await teams.get_team(conn, "3f2a-platform")
+        assert made is not None and made.name == "3f2a-platform"  # named by its id until an operator renames it
+        await teams.set_member(conn, "billing", USER_A, "editor")  # an operator may raise a mirrored member
+    await turn(None)  # not sent (a task request, another client): memberships stay as they are
+    assert [m[0] for m in await _memberships(database_url, USER_A)] == ["3f2a-platform", "billing", "ops"]
+    await turn("billing")  # removed from a group in OpenWebUI: out of the team on the next turn
+    assert await _memberships(database_url, USER_A) == [("billing", "editor", True), ("ops", "editor", False)]
+    await turn("")  # no group (or OpenWebUI's lookup failed): out of every mirrored team, never an operator's
+    assert await _memberships(database_url, USER_A) == [("ops", "editor", False)]
+
+
+async def test_the_groups_header_is_ignored_unless_configured(client: Any, database_url: str) -> None:
+    response = await client.post("/v1/chat/completions", json=chat_body("hi"),
+                                 headers={**user_headers(USER_A), GROUPS_HEADER: "platform"})
+    assert response.status_code == 200 and await _memberships(database_url, USER_A) == []
+
+
+async def test_a_failed_mirror_relays_the_turn_without_memory(proxy: Any, database_url: str,
+                                                             monkeypatch: Any) -> None:
+    """The memberships could not be brought up to date: no memory is read (a removed member must not read
+    on), the chat goes on, and the failure is counted."""
+    client = await proxy(USER_GROUPS_HEADER=GROUPS_HEADER)
+    async with make_pool(database_url, 1) as pool, pool.connection() as conn:
+        await add_memory(conn, USER_A, BUN)
+    headers = {**user_headers(USER_A), GROUPS_HEADER: "platform"}
+    working = await client.post("/v1/chat/completions", json=chat_body(RUNTIME_Q), headers=headers)
+    assert working.headers["x-memory-proxy-memories"] != ""  # the memory this turn would read
+
+    async def broken(*_: Any) -> tuple[int, int]:
+        raise psycopg.OperationalError("connection lost")
+
+    monkeypatch.setattr(teams, "mirror_groups", broken)
+    before = metric("memory_proxy_fail_open_total", reason="database_error")
+    response = await client.post("/v1/chat/completions", json=chat_body(RUNTIME_Q), headers=headers)
+    assert response.status_code == 200 and response.headers["x-memory-proxy-memories"] == ""
+    assert metric("memory_proxy_fail_open_total", reason="database_error") == before + 1

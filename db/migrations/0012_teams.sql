@@ -19,6 +19,9 @@ CREATE TABLE team_members (
     team_id  text NOT NULL REFERENCES teams (id) ON DELETE CASCADE,
     user_id  text NOT NULL CHECK (user_id <> ''),
     role     text NOT NULL DEFAULT 'member' CHECK (role IN ('member', 'editor')),
+    -- made from the user's OpenWebUI groups (USER_GROUPS_HEADER): kept exactly as the groups each chat turn
+    -- names; an operator's membership (false) is never removed by them
+    mirrored boolean NOT NULL DEFAULT false,
     added_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (team_id, user_id)
 );

@@ -135,3 +135,26 @@ async def remove_member(conn: AsyncConnection[Any], team_id: str, user_id: str) 
     """Remove a member at once (nothing caches membership); False when they were not a member."""
     cur = await conn.execute("DELETE FROM team_members WHERE team_id = %s AND user_id = %s", [team_id, user_id])
     return cur.rowcount == 1
+
+
+MAX_MIRRORED_GROUPS = 100  # a user's OpenWebUI groups taken from one header, at most
+
+_MIRROR = """
+WITH wanted AS (SELECT DISTINCT unnest(%(groups)s::text[]) AS id),
+made AS (INSERT INTO teams (id, name) SELECT id, id FROM wanted ON CONFLICT (id) DO NOTHING),
+joined AS (INSERT INTO team_members (team_id, user_id, mirrored) SELECT id, %(user)s, true FROM wanted
+           ON CONFLICT (team_id, user_id) DO NOTHING RETURNING team_id),
+left_ AS (DELETE FROM team_members WHERE user_id = %(user)s AND mirrored AND team_id <> ALL(%(groups)s::text[])
+          RETURNING team_id)
+SELECT (SELECT count(*) FROM joined), (SELECT count(*) FROM left_)
+"""
+
+
+async def mirror_groups(conn: AsyncConnection[Any], user_id: str, groups: list[str]) -> tuple[int, int]:
+    """Make `user_id` a member of exactly `groups` among the mirrored memberships, each group a team (made
+    with its id as its name on first sight); memberships an operator made stay as they are. One statement;
+    returns (memberships added, removed)."""
+    cur = await conn.execute(_MIRROR, {"groups": groups, "user": user_id})
+    row = await cur.fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
