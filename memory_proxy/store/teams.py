@@ -2,8 +2,9 @@
 
 A team is a set of users who share a memory scope; each member is a `member` (reads the team's memories) or
 an `editor` (may also change and delete them). These tables are not under row-level security: they say
-who belongs where, and the memory tables' policies read them. Only operators change them (the admin API
-and the CLI); a user reads only the teams they belong to (`teams_of`).
+who belongs where, and the memory tables' policies read them. Operators change them (the admin API and the
+CLI), and so does each chat turn that carries the user's OpenWebUI groups (`mirror_groups`, for the mirrored
+memberships only); a user reads only the teams they belong to (`teams_of`).
 """
 
 from __future__ import annotations
