@@ -30,6 +30,7 @@ from .request_id import RequestIdMiddleware
 from .routes import ROUTES
 from .services import open_services
 from .settings import Settings
+from .teams_api import TEAMS_API
 from .worker import Worker
 
 
@@ -100,7 +101,7 @@ def create_app(settings: Settings, http_client: httpx.AsyncClient | None = None,
                 log.info("stopped")
 
     app = Litestar(
-        route_handlers=[*ROUTES, *MANAGE_ROUTES],
+        route_handlers=[*ROUTES, *MANAGE_ROUTES, TEAMS_API],
         dependencies=DEPENDENCIES,
         lifespan=[lifespan],
         exception_handlers={

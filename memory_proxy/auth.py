@@ -13,7 +13,8 @@ can reach the proxy with a key could otherwise read another user's memories by n
 A user id, wherever it comes from (header, signed token, `?user=`, the CLI), is checked by one rule,
 `checked_user_id`: trimmed; empty or blank is an error (never "any user"); at most 255 characters; no
 control characters, NUL or lone surrogates (PostgreSQL cannot store them, and a job that cannot be
-stored must be refused at the door). A header is read as UTF-8 (HTTP carries bytes; `café` stays
+stored must be refused at the door); never starting with "team:", which names a team's memories (a user
+called that would hold them). A header is read as UTF-8 (HTTP carries bytes; `café` stays
 `café`), and a user header sent twice is refused rather than silently taking one of them.
 """
 
@@ -33,9 +34,11 @@ import jwt
 from .errors import AuthenticationFailed, BadRequest
 from .private import create_private, private_dir
 from .settings import ServerSettings
+from .store.teams import MAX_MIRRORED_GROUPS, PRINCIPAL_PREFIX, TEAM_ID
 
 MAX_USER_ID_LENGTH = 255
-_UNSTORABLE = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")  # control characters, NUL, lone surrogates
+# Not in a one-line name (a user id, a team name): control characters, NUL, lone surrogates
+NOT_ONE_LINE = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")
 
 
 def checked_user_id(raw: str, source: str) -> str:
@@ -46,8 +49,11 @@ def checked_user_id(raw: str, source: str) -> str:
     if len(user_id) > MAX_USER_ID_LENGTH:
         raise BadRequest(f"the user id ({source}) is longer than {MAX_USER_ID_LENGTH} characters",
                          code="invalid_user_id")
-    if _UNSTORABLE.search(user_id):
+    if NOT_ONE_LINE.search(user_id):
         raise BadRequest(f"the user id ({source}) holds control characters", code="invalid_user_id")
+    if user_id[:len(PRINCIPAL_PREFIX)].lower() == PRINCIPAL_PREFIX:
+        raise BadRequest(f"the user id ({source}) starts with {PRINCIPAL_PREFIX!r}, which names a team's memories",
+                         code="invalid_user_id")
     return user_id
 
 
@@ -171,3 +177,17 @@ def read_user_id(headers: Mapping[str, str], server: ServerSettings) -> str | No
         user_id = header_value(headers, server.user_id_header)
         source = f"the {server.user_id_header} header"
     return None if user_id is None else checked_user_id(user_id, source)
+
+
+def read_group_ids(headers: Mapping[str, str], server: ServerSettings) -> list[str] | None:
+    """The user's OpenWebUI group ids from USER_GROUPS_HEADER (docs/TEAMS.md), or None when it is not configured
+    or not sent (then memberships stay as they are). An id that cannot be a team id is left out; at most
+    MAX_MIRRORED_GROUPS, in the order sent. Empty means no group: OpenWebUI also sends that when its lookup
+    failed, which then removes the mirrored memberships (fails closed)."""
+    if not server.user_groups_header:
+        return None
+    value = header_value(headers, server.user_groups_header)
+    if value is None:
+        return None
+    ids = dict.fromkeys(part.strip() for part in value.split(","))
+    return [i for i in ids if TEAM_ID.fullmatch(i)][:MAX_MIRRORED_GROUPS]

@@ -22,7 +22,7 @@ import anyio
 from litestar import Response
 from litestar.response import Stream
 
-from .auth import read_user_id
+from .auth import read_group_ids, read_user_id
 from .classify import TASK_HEADER, TurnKind, classify, latest_user_text, message_text, storable
 from .errors import BadRequest, MemoryUnavailable, UpstreamError, openai_error
 from .inject import has_client_memory, inject_memories, within_budget
@@ -125,11 +125,11 @@ class TurnRetrieval:
 
 
 async def memories_for_turn(services: Services, user_id: str, body: dict[str, Any],
-                            always_on_only: bool = False) -> TurnRetrieval:
+                            always_on_only: bool = False, groups: list[str] | None = None) -> TurnRetrieval:
     """The user's memories for this turn within the token budget, or none if the memory side fails; with
     `always_on_only`, only the always-on tier (pinned and identity memories) is injected."""
     started = time.perf_counter()
-    plain, always_on, outcome, reason = await _retrieved(services, user_id, body)
+    plain, always_on, outcome, reason = await _retrieved(services, user_id, body, groups)
     memories = always_on if always_on_only else plain
     if outcome in ("hit", "miss"):
         outcome = "hit" if memories else "miss"
@@ -147,8 +147,8 @@ def _log_with_rounds(retrieval: TurnRetrieval, mode: str, rounds: int, calls: in
     retrieval.log(tools=mode, rounds=rounds, tool_calls=calls)
 
 
-async def _retrieved(services: Services, user_id: str,
-                     body: dict[str, Any]) -> tuple[list[Memory], list[Memory], str, str]:
+async def _retrieved(services: Services, user_id: str, body: dict[str, Any],
+                     groups: list[str] | None) -> tuple[list[Memory], list[Memory], str, str]:
     """(both tiers within the budget, the always-on tier alone within it, outcome: hit, miss, skipped or failed,
     and why: the fail-open reason — of the whole retrieval, or of the search when recent memories stood in —, or
     the skip's)."""
@@ -163,7 +163,8 @@ async def _retrieved(services: Services, user_id: str,
             raise MemoryUnavailable("breaker_open", "the database failed repeatedly: not tried for a while")
         found = await retrieve_turn(pool=services.pool, embedder=services.embedder, user_id=user_id,
                                     query=search_query(users_message(messages)), settings=retrieval,
-                                    indexes=services.indexes, embedder_breaker=services.embedder_breaker)
+                                    indexes=services.indexes, embedder_breaker=services.embedder_breaker,
+                                    groups=groups)
         services.breaker.success()
     except MemoryUnavailable as exc:
         if exc.reason.startswith("database_") and exc.reason != "database_not_ready":
@@ -273,7 +274,8 @@ async def chat_turn(services: Services, headers: Mapping[str, str], raw: bytes) 
     if identified:
         retrieval = await memories_for_turn(services, identified, body,
                                             always_on_only=with_tools and services.settings.retrieval.tools_inject
-                                            == "always_on")
+                                            == "always_on",
+                                            groups=read_group_ids(headers, services.settings.server))
     memories = retrieval.memories if retrieval else []  # injected into the request sent
     content, sent = raw, body  # the request as it goes without tools (and a retry without them)
     if retrieval and retrieval.plain:

@@ -104,6 +104,12 @@ class ServerSettings:
         "printed.", key_list, unset=lambda _: (), repr=False)
     user_id_header: str = env("USER_ID_HEADER", "x-openwebui-user-id", "Request header that carries the user "
         "id; absent → anonymous relay (no memory).", header_name)
+    user_groups_header: str = env("USER_GROUPS_HEADER", "", "Request header that carries the user's OpenWebUI "
+        "group ids, comma-separated: set it in OpenWebUI's connection headers as "
+        "`{\"X-OpenWebUI-User-Group-Ids\": \"{{USER_GROUP_IDS}}\"}` and name it here. Each identified chat turn "
+        "then makes the user a member of exactly those teams among the mirrored ones (a team per group, made on "
+        "first sight). Unsigned, even with `USER_JWT_SECRET`: whoever holds a proxy key can name any group. "
+        "Unset: teams are managed only by operators (docs/TEAMS.md).", header_name)
     max_request_bytes: int = env("MAX_REQUEST_BYTES", "33554432", "Largest request body accepted (bytes), "
         "images included.", positive_int)
     shutdown_timeout: int = env("SHUTDOWN_TIMEOUT", "30", "Seconds after SIGTERM for open streams to finish "

@@ -132,6 +132,7 @@ async def test_with_a_jwt_secret_the_token_names_the_user_and_a_forged_header_is
 @pytest.mark.parametrize(("raw", "problem"), [
     ("", "is empty"), ("   ", "is empty"), ("x" * 256, "longer than 255"), ("a\x00b", "control characters"),
     ("a\ud800b", "control characters"), ("tab\there", "control characters"),
+    ("team:platform", "names a team"), (" Team:platform", "names a team"),  # it would hold the team's memories
 ])
 def test_an_unusable_user_id_is_refused_wherever_it_comes_from(raw: str, problem: str) -> None:
     from memory_proxy.auth import checked_user_id

@@ -150,7 +150,9 @@ def test_jobs_list_and_retry(env: dict, database_url: str, monkeypatch, capsys) 
 @pytest.mark.parametrize("command", [
     ["serve"], ["worker"], ["migrate"], ["settings"], ["memories"], ["memories", "add"], ["memories", "load-global"],
     ["memories", "list"], ["memories", "export"], ["memories", "import"], ["reembed"], ["maintain"], ["jobs"],
-    ["jobs", "list"], ["jobs", "retry"], ["keys"], ["keys", "create"], ["keys", "revoke"], ["keys", "list"]])
+    ["jobs", "list"], ["jobs", "retry"], ["keys"], ["keys", "create"], ["keys", "revoke"], ["keys", "list"],
+    ["teams"], ["teams", "create"], ["teams", "list"], ["teams", "show"], ["teams", "delete"], ["teams", "add"],
+    ["teams", "remove"]])
 def test_every_command_has_help(command: list[str], capsys) -> None:
     with pytest.raises(SystemExit) as exited:
         main([*command, "--help"])

@@ -1,5 +1,5 @@
-"""Isolation in depth: PostgreSQL's row-level security (db/migrations/0004) keeps each user to their own
-rows even when the application's SQL forgets its user filter.
+"""Isolation in depth: PostgreSQL's row-level security (db/migrations/0004, 0013) keeps each user to their own
+rows and those of their teams, even when the application's SQL forgets its user filter.
 
 Every test here uses the app's own pool (`make_pool`: the connection drops to `memory_proxy_app`), never
 the `db` fixture's all-users session, so the policies bind exactly as they do in production.
@@ -19,7 +19,7 @@ import pytest
 from psycopg_pool import AsyncConnectionPool
 
 from memory_proxy.job_payload import FormationPayload
-from memory_proxy.store import jobs, memories, search
+from memory_proxy.store import jobs, memories, search, teams
 from memory_proxy.store.database import APP_ROLE, make_pool
 from memory_proxy.store.scope import all_users, user_scope
 
@@ -124,6 +124,57 @@ async def test_another_users_rows_cannot_be_written_read_changed_or_deleted(pool
                 async with user_scope(conn, "mallory"):
                     await conn.execute(*insert)
         assert await memories.count_memories(conn, "alice") == 1
+
+
+TEAM_TABLES = ("users_vectors", "memory_updates", "memory_terms", "memory_lexicon", "memory_term_stats")
+
+
+async def _team_rows(conn: psycopg.AsyncConnection[Any], user: str) -> dict[str, set[str]]:
+    """What a query that forgot its filter reads in `user`'s scope: the principals of each memory table."""
+    async with user_scope(conn, user):
+        return {table: {row[0] for row in await (await conn.execute(f"SELECT user_id FROM {table}")).fetchall()}
+                for table in TEAM_TABLES}
+
+
+async def test_a_teams_rows_are_seen_by_its_current_members_only(pool: AsyncConnectionPool) -> None:
+    """db/migrations/0013: rows held by 'team:platform' are visible to and writable by the team's members,
+    in every memory table, from the statement after a membership changes; another team's and another
+    user's rows stay out of reach. Memberships are an operator's: no scope is needed to change them."""
+    rng = np.random.default_rng(5)
+    async with pool.connection() as conn:
+        old, team_memory = [await memories.add_or_find_memory(conn, user_id=teams.principal("platform"), content=text,
+                                                              embedding=unit(rng), model=MODEL)
+                            for text in ("Team ships on Fridays.", "Team deploys staging every Thursday.")]
+    await seed_one(pool, teams.principal("billing"), rng)
+    await seed_one(pool, "alice", rng)
+    async with pool.connection() as conn:
+        async with user_scope(conn, teams.principal("platform")):
+            await memories.supersede_memory(conn, user_id=teams.principal("platform"), old_id=old,
+                                            new_id=team_memory, reason="test")
+        for team in ("platform", "billing"):
+            await teams.create_team(conn, team, team.title())
+        await teams.set_member(conn, "platform", "alice")
+        await teams.set_member(conn, "billing", "carol")
+
+        seen = await _team_rows(conn, "alice")
+        assert all(rows == {"alice", "team:platform"} for table, rows in seen.items() if table != "memory_updates")
+        assert seen["memory_updates"] == {"team:platform"}
+        assert all("team:platform" not in rows for rows in (await _team_rows(conn, "mallory")).values())
+        assert all("team:platform" not in rows for rows in (await _team_rows(conn, "carol")).values())
+        # a member writes the team's rows (formation will, for team facts); nobody else can
+        async with user_scope(conn, "alice"):
+            await conn.execute(FORGED_AUDIT.replace("'alice'", "'team:platform'"), [old, team_memory])
+        for outsider in ("carol", "mallory"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
+                async with user_scope(conn, outsider):
+                    await conn.execute(FORGED_AUDIT.replace("'alice'", "'team:platform'"), [old, team_memory])
+        # removed: the very next statement sees nothing of the team, and can change nothing of it
+        assert await teams.remove_member(conn, "platform", "alice")
+        assert all(rows <= {"alice"} for rows in (await _team_rows(conn, "alice")).values())
+        async with user_scope(conn, "alice"):
+            deleted = await conn.execute("DELETE FROM users_vectors WHERE user_id = 'team:platform'")
+        assert deleted.rowcount == 0
+        assert await memories.count_memories(conn, teams.principal("platform")) == 1
 
 
 async def test_a_scope_ends_with_its_transaction(pool: AsyncConnectionPool) -> None:

@@ -1,4 +1,4 @@
-"""The `memory-proxy` command: serve | worker | migrate | memories | reembed | maintain | jobs | keys | settings.
+"""The `memory-proxy` command: serve | worker | migrate | memories | reembed | maintain | jobs | keys | teams | settings.
 
 `build_parser` gathers the sub-commands of the modules beside this one; `main` reads the settings
 (from the environment, with the flags of `serve` and `worker` in place of their variables), sets up
@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from ..settings import SettingsError, load_settings
-from . import jobs, keys, maintenance, memories, serve
+from . import jobs, keys, maintenance, memories, serve, teams
 from .common import given_setting_flags, log_user_id_key
 
 
@@ -24,7 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "Configured by environment variables: see `memory-proxy settings`.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (serve, memories, maintenance, jobs, keys):
+    for module in (serve, memories, maintenance, jobs, keys, teams):
         module.add_commands(commands)
     return parser
 

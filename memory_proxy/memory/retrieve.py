@@ -39,7 +39,7 @@ from ..errors import MemoryUnavailable
 from ..observability import FAIL_OPEN, INDEX_STALE, RETRIEVAL_LATENCY, log
 from ..schemas import Memory
 from ..settings import RetrievalSettings
-from ..store import search, snapshot
+from ..store import search, snapshot, teams
 from .embed import Embedder, embed_query
 from .heuristics import contentless
 from .index import Indexes
@@ -101,10 +101,16 @@ async def retrieve_memories(*, pool: psycopg_pool.AsyncConnectionPool, embedder:
 
 async def memories_for_turn(*, pool: psycopg_pool.AsyncConnectionPool, embedder: Embedder, user_id: str,
                             query: str, settings: RetrievalSettings, indexes: Indexes | None = None,
-                            embedder_breaker: Breaker | None = None) -> TurnMemories:
-    """Both tiers for a chat turn (see the module docstring), within RETRIEVAL_TIMEOUT_MS."""
+                            embedder_breaker: Breaker | None = None, groups: list[str] | None = None,
+                            ) -> TurnMemories:
+    """Both tiers for a chat turn (see the module docstring), within RETRIEVAL_TIMEOUT_MS; with `groups` (the
+    user's OpenWebUI groups, USER_GROUPS_HEADER), the user's mirrored memberships are made those first: a
+    failure there fails the whole retrieval, so that a removed member never reads on by accident."""
     started = time.perf_counter()
     try:
+        if groups is not None:
+            await _in_database(pool, _left(started, settings.timeout_s),
+                               lambda conn: teams.mirror_groups(conn, user_id, groups))
         vector, words = None, None
         if not contentless(query):
             try:

@@ -194,14 +194,16 @@ async def counts(conn: AsyncConnection[Any], user_id: str) -> dict[str, int]:
 
 
 async def erase_user(conn: AsyncConnection[Any], user_id: str) -> dict[str, int]:
-    """GDPR erasure: the user's links, audit rows and formation jobs (one transaction, user scope), then
-    the vectors nobody links any more and that are not global (every user's links must be seen)."""
+    """GDPR erasure: the user's links, audit rows, formation jobs and team memberships (one transaction, user
+    scope), then the vectors nobody links any more and that are not global (every user's links must be seen)."""
     async with user_scope(conn, user_id):
+        memberships = await conn.execute("DELETE FROM team_members WHERE user_id = %s", [user_id])
         jobs = await conn.execute("DELETE FROM memory_jobs WHERE user_id = %s", [user_id])
         updates = await conn.execute("DELETE FROM memory_updates WHERE user_id = %s", [user_id])
         links = await conn.execute("DELETE FROM users_vectors WHERE user_id = %s RETURNING vector_id", [user_id])
         vector_ids = [r[0] for r in await links.fetchall()]
-    counts = {"memories": len(vector_ids), "updates": updates.rowcount, "jobs": jobs.rowcount}
+    counts = {"memories": len(vector_ids), "updates": updates.rowcount, "jobs": jobs.rowcount,
+              "memberships": memberships.rowcount}
     counts["vectors"] = await delete_orphan_vectors(conn, vector_ids)
     return counts
 

@@ -1,0 +1,161 @@
+"""Teams and their members (db/migrations/0012, docs/TEAMS.md).
+
+A team is a set of users who share a memory scope; each member is a `member` (reads the team's memories) or
+an `editor` (may also change and delete them). These tables are not under row-level security: they say
+who belongs where, and the memory tables' policies read them. Operators change them (the admin API and the
+CLI), and so does each chat turn that carries the user's OpenWebUI groups (`mirror_groups`, for the mirrored
+memberships only); a user reads only the teams they belong to (`teams_of`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from psycopg import AsyncConnection
+from psycopg.errors import UniqueViolation
+
+Role = Literal["member", "editor"]
+ROLES: tuple[Role, ...] = ("member", "editor")
+# The same rule as the table's CHECK: a short id that is safe in a URL path, a log line and a scope name.
+TEAM_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+MAX_NAME = 100
+MAX_ABOUT = 500
+# A team's memories are held by the principal "team:<id>" in the memory tables (db/migrations/0013), which
+# let the team's members see them; no user id may start with it (memory_proxy/auth.py's checked_user_id).
+PRINCIPAL_PREFIX = "team:"
+
+
+def principal(team_id: str) -> str:
+    """Who holds a team's memories in the memory tables."""
+    return PRINCIPAL_PREFIX + team_id
+
+
+class TeamExists(Exception):
+    """A team with this id already exists."""
+
+
+@dataclass(frozen=True, slots=True)
+class Team:
+    id: str
+    name: str
+    about: str
+    created_at: datetime
+    member_count: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    user_id: str
+    role: Role
+    added_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Membership:
+    """One of a user's teams, with the user's role in it."""
+
+    team: Team
+    role: Role
+
+
+_TEAM_COLUMNS = ("t.id, t.name, t.about, t.created_at,"
+                 " (SELECT count(*) FROM team_members m WHERE m.team_id = t.id)")
+
+
+def _team(row: tuple[Any, ...]) -> Team:
+    return Team(id=row[0], name=row[1], about=row[2], created_at=row[3], member_count=int(row[4]))
+
+
+async def create_team(conn: AsyncConnection[Any], team_id: str, name: str, about: str = "") -> Team:
+    """A new team without members; raises TeamExists when the id is taken."""
+    try:
+        cur = await conn.execute("INSERT INTO teams (id, name, about) VALUES (%s, %s, %s)"
+                                 " RETURNING id, name, about, created_at, 0", [team_id, name, about])
+    except UniqueViolation as exc:
+        raise TeamExists(team_id) from exc
+    row = await cur.fetchone()
+    assert row is not None  # INSERT … RETURNING of one row
+    return _team(row)
+
+
+async def update_team(conn: AsyncConnection[Any], team_id: str, *, name: str | None = None,
+                      about: str | None = None) -> Team | None:
+    """Rename a team or change what it is about; None when there is no such team."""
+    cur = await conn.execute("UPDATE teams SET name = coalesce(%s, name), about = coalesce(%s, about)"
+                             " WHERE id = %s", [name, about, team_id])
+    return await get_team(conn, team_id) if cur.rowcount else None
+
+
+async def delete_team(conn: AsyncConnection[Any], team_id: str) -> bool:
+    """Delete a team and every membership of it; False when there is no such team."""
+    cur = await conn.execute("DELETE FROM teams WHERE id = %s", [team_id])
+    return cur.rowcount == 1
+
+
+async def get_team(conn: AsyncConnection[Any], team_id: str) -> Team | None:
+    cur = await conn.execute(f"SELECT {_TEAM_COLUMNS} FROM teams t WHERE t.id = %s", [team_id])
+    row = await cur.fetchone()
+    return _team(row) if row else None
+
+
+async def list_teams(conn: AsyncConnection[Any]) -> list[Team]:
+    """Every team, by id (an operator's listing)."""
+    cur = await conn.execute(f"SELECT {_TEAM_COLUMNS} FROM teams t ORDER BY t.id")
+    return [_team(row) for row in await cur.fetchall()]
+
+
+async def teams_of(conn: AsyncConnection[Any], user_id: str) -> list[Membership]:
+    """The teams `user_id` belongs to, by id, with the user's role in each."""
+    cur = await conn.execute(f"SELECT {_TEAM_COLUMNS}, m.role FROM team_members m JOIN teams t ON t.id = m.team_id"
+                             " WHERE m.user_id = %s ORDER BY t.id", [user_id])
+    return [Membership(team=_team(row), role=row[5]) for row in await cur.fetchall()]
+
+
+async def members(conn: AsyncConnection[Any], team_id: str) -> list[Member]:
+    """The members of a team, by user id."""
+    cur = await conn.execute("SELECT user_id, role, added_at FROM team_members WHERE team_id = %s ORDER BY user_id",
+                             [team_id])
+    return [Member(user_id=row[0], role=row[1], added_at=row[2]) for row in await cur.fetchall()]
+
+
+async def set_member(conn: AsyncConnection[Any], team_id: str, user_id: str, role: Role = "member") -> bool:
+    """Add `user_id` to the team with `role`, or change the role of a member; False when there is no such
+    team."""
+    if role not in ROLES:
+        raise ValueError(f"role must be one of {ROLES}, not {role!r}")
+    cur = await conn.execute(
+        "INSERT INTO team_members (team_id, user_id, role) SELECT id, %s, %s FROM teams WHERE id = %s"
+        " ON CONFLICT (team_id, user_id) DO UPDATE SET role = excluded.role", [user_id, role, team_id])
+    return cur.rowcount == 1
+
+
+async def remove_member(conn: AsyncConnection[Any], team_id: str, user_id: str) -> bool:
+    """Remove a member at once (nothing caches membership); False when they were not a member."""
+    cur = await conn.execute("DELETE FROM team_members WHERE team_id = %s AND user_id = %s", [team_id, user_id])
+    return cur.rowcount == 1
+
+
+MAX_MIRRORED_GROUPS = 100  # a user's OpenWebUI groups taken from one header, at most
+
+_MIRROR = """
+WITH wanted AS (SELECT DISTINCT unnest(%(groups)s::text[]) AS id),
+made AS (INSERT INTO teams (id, name) SELECT id, id FROM wanted ON CONFLICT (id) DO NOTHING),
+joined AS (INSERT INTO team_members (team_id, user_id, mirrored) SELECT id, %(user)s, true FROM wanted
+           ON CONFLICT (team_id, user_id) DO NOTHING RETURNING team_id),
+left_ AS (DELETE FROM team_members WHERE user_id = %(user)s AND mirrored AND team_id <> ALL(%(groups)s::text[])
+          RETURNING team_id)
+SELECT (SELECT count(*) FROM joined), (SELECT count(*) FROM left_)
+"""
+
+
+async def mirror_groups(conn: AsyncConnection[Any], user_id: str, groups: list[str]) -> tuple[int, int]:
+    """Make `user_id` a member of exactly `groups` among the mirrored memberships, each group a team (made
+    with its id as its name on first sight); memberships an operator made stay as they are. One statement;
+    returns (memberships added, removed)."""
+    cur = await conn.execute(_MIRROR, {"groups": groups, "user": user_id})
+    row = await cur.fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
