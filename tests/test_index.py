@@ -216,6 +216,36 @@ def test_expiry_is_checked_at_search_time() -> None:
         assert {m.id for m in found.recent} == expected
 
 
+def test_many_memories_rank_the_nearest_by_sign_bits_as_the_sql_does() -> None:
+    """Past SEARCH_CANDIDATES memories, the vector arm ranks the nearest by Hamming distance of their sign bits
+    (as the SQL's binary codes pick whom to re-rank); the best by exact cosine are among them."""
+    now = datetime.now(UTC)
+    rng = np.random.default_rng(7)
+    query = rng.standard_normal(1024).astype(np.float32)
+    vectors = rng.standard_normal((1_000, 1024)).astype(np.float32)
+    vectors[:10] = query + rng.uniform(0.5, 1.5, (10, 1)) * rng.standard_normal((10, 1024))  # the ten near ones
+    rows = [snapshot.LinkRow(id=f"m{i:04}", content=f"fact {i}", created_at=now, stated_at=now, memory_type="fact",
+                             pinned=False, identity=False, linked_at=now, expires_at=None, access_count=0,
+                             last_accessed_at=None, embedding_model=MODEL, embedding=vectors[i], terms={},
+                             version="1") for i in range(1_000)]
+    held = UserIndex.of(rows, MODEL)
+    near = held._nearest(query / np.linalg.norm(query), held.has_vector)
+    assert len(near) == search.SEARCH_CANDIDATES and set(range(10)) <= set(near.tolist())
+    exact = np.argsort(-(held.vectors @ (query / np.linalg.norm(query))))[:10]
+    found = held.search(query, "", limit=10, mode="vector", rrf_k=60, weights=(1.0, 1.0), tiers=False, now=now)
+    assert [h.memory.id for h in found.hits] == [f"m{i:04}" for i in exact]
+    assert sorted(exact) == list(range(10))
+
+
+@pytest.mark.parametrize("n", [1, 5, 50])
+def test_the_best_scores_come_first_ties_by_position_whichever_way_they_are_found(n: int) -> None:
+    rng = np.random.default_rng(n)
+    scores = rng.integers(0, 20, 1_000).astype(np.float64)
+    scores[rng.integers(0, 1_000, 300)] = -np.inf
+    expected = np.argsort(-scores, kind="stable")[:n]
+    assert user_index._best(scores, n).tolist() == expected[np.isfinite(scores[expected])].tolist()
+
+
 def word_states(text: str) -> np.ndarray:
     """A stand-in for the local model's word states: one unit vector per word, by the word alone."""
     return np.array([basis((sum(map(ord, w)) % 64, 1.0)) for w in text.lower().split()], dtype=np.float32)
