@@ -26,27 +26,32 @@ def quote_memory(content: str) -> str:
 
 
 def memory_line(memory: Memory) -> str:
-    """One memory as the model reads it: who (the fact is in the third person) and when it was said."""
-    return f"- (said {memory.said_at:%Y-%m-%d}) {quote_memory(memory.content)}"
+    """One memory as the model reads it: when it was said, whose it is when a team's (the fact is in the
+    third person: "User ..." is the user, "The team ..." the team), and the fact."""
+    team = f"(team {quote_memory(memory.team_name or memory.team)}) " if memory.team else ""
+    return f"- (said {memory.said_at:%Y-%m-%d}) {team}{quote_memory(memory.content)}"
 
 
 def render_memories(memories: list[Memory]) -> str:
-    return render("inject.md", memories="\n".join(memory_line(m) for m in memories))
+    teams = render("inject_teams.md") if any(m.team for m in memories) else ""
+    return render("inject.md", memories="\n".join(memory_line(m) for m in memories), teams=teams)
 
 
-def within_budget(always_on: list[Memory], query: list[Memory], budget_tokens: int) -> list[Memory]:
+def within_budget(always_on: list[Memory], query: list[Memory], budget_tokens: int,
+                  team: list[Memory] | None = None) -> list[Memory]:
     """The memories to inject, in order: the always-on tier while it fits in half the budget, then the
-    query tier while the whole budget allows (a memory too long to fit is passed over, not cut). The
-    budget counts the memory lines, not the block's fixed instructions (about 90 tokens)."""
+    query tier while the whole budget allows, then the user's teams' memories in what is left (a team,
+    however large, never crowds out the user's own). A memory too long to fit is passed over, not cut. The
+    budget counts the memory lines, not the block's fixed instructions (about 110 tokens)."""
     chosen: list[Memory] = []
-    seen: set[str] = set()
+    seen: set[tuple[str, str]] = set()
     used = 0
-    for tier, cap in ((always_on, budget_tokens // 2), (query, budget_tokens)):
+    for tier, cap in ((always_on, budget_tokens // 2), (query, budget_tokens), (team or [], budget_tokens)):
         for memory in tier:
             cost = count_tokens(memory_line(memory))
-            if memory.id not in seen and used + cost <= cap:
+            if (memory.team, memory.id) not in seen and used + cost <= cap:
                 chosen.append(memory)
-                seen.add(memory.id)
+                seen.add((memory.team, memory.id))
                 used += cost
     return chosen
 

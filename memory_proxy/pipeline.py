@@ -47,6 +47,7 @@ from .outbox import PendingJob
 from .schemas import Memory
 from .services import Services
 from .sse import ReplyTee, reply_text
+from .store import teams
 from .tool_rounds import offers_tools, open_with_tools
 from .tool_stream import open_streamed_with_tools
 from .upstream import read_body, relayed_headers
@@ -135,12 +136,19 @@ async def memories_for_turn(services: Services, user_id: str, body: dict[str, An
         outcome = "hit" if memories else "miss"
     RETRIEVAL_OUTCOMES.labels(outcome).inc()
     MEMORIES_INJECTED.observe(len(memories))
-    if memories:
-        services.uses.add(user_id, [m.id for m in memories])
-        services.indexes.used(user_id, [m.id for m in memories])
+    for holder, ids in _by_holder(user_id, memories).items():  # a team's memories are counted as the team's
+        services.uses.add(holder, ids)
+        services.indexes.used(holder, ids)
     return TurnRetrieval(memories, plain, outcome, {
         "user_id": user_id, "outcome": outcome, "count": len(memories), "ids": [m.id for m in memories],
         "ms": round((time.perf_counter() - started) * 1000, 1), **({"reason": reason} if reason else {})})
+
+
+def _by_holder(user_id: str, memories: list[Memory]) -> dict[str, list[str]]:
+    held: dict[str, list[str]] = {}
+    for m in memories:
+        held.setdefault(teams.principal(m.team) if m.team else user_id, []).append(m.id)
+    return held
 
 
 def _log_with_rounds(retrieval: TurnRetrieval, mode: str, rounds: int, calls: int) -> None:
@@ -175,7 +183,7 @@ async def _retrieved(services: Services, user_id: str, body: dict[str, Any],
         FAIL_OPEN.labels("internal_error").inc()
         log.exception("retrieval_error")  # the traceback; the turn's memory_retrieval line follows
         return [], [], "failed", "internal_error"
-    memories = within_budget(found.always_on, found.query, retrieval.token_budget)
+    memories = within_budget(found.always_on, found.query, retrieval.token_budget, found.team)
     always_on = within_budget(found.always_on, [], retrieval.token_budget)
     return memories, always_on, "hit" if memories else "miss", found.fallback
 

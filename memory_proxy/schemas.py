@@ -18,6 +18,8 @@ class Memory:
     stated_at: datetime | None = None  # when the user said it (defaults to created_at)
     memory_type: str = "preference"
     pinned: bool = False
+    team: str = ""  # the team's id for a team memory (held by "team:<id>"); "" for the user's own
+    team_name: str = ""
 
     @property
     def said_at(self) -> datetime:

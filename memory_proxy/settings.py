@@ -208,6 +208,9 @@ class RetrievalSettings:
         "`local` (docs/CONFIGURATION.md says how to calibrate it).", score, unset=_per_embedder(MIN_SCORE))
     timeout_s: float = env("RETRIEVAL_TIMEOUT_MS", "1500", "Time budget for embedding + search; past it the "
         "turn is relayed without memories and counted.", lambda v: positive_int(v) / 1000)
+    team_top_k: int = env("RETRIEVAL_TEAM_TOP_K", "3", "Most memories of the user's teams injected per turn, "
+        "after the user's own and only in the token budget they leave (docs/TEAMS.md); 0: none.",
+        rule(int, lambda n: 0 <= n <= 50, "must be 0 to 50"))
     mode: str = env("RETRIEVAL_MODE", "hybrid", "`hybrid` (full-text and vector ranks fused by RRF), "
         "`vector` or `text` (for ablations and debugging).", choice("hybrid", "vector", "text"),
         in_code=True)

@@ -17,7 +17,9 @@ Staying true to the database:
   own (`used`), since the per-second use-count writes do not notify.
 Memory is bounded: RETRIEVAL_INDEX_MB for all users, least recently searched dropped first; a user bigger
 than an eighth of it, or over MAX_MEMORIES, is searched in SQL, as one with fewer than COLD_START_THRESHOLD
-memories (the global memories are searched with theirs).
+memories (the global memories are searched with theirs). A team's memories are held the same way, under
+the principal "team:<id>" (every member's turns search the one index), up to a quarter of the budget and
+whatever their number.
 """
 
 from __future__ import annotations
@@ -37,12 +39,14 @@ import psycopg_pool
 from ..observability import INDEX_LOOKUPS, INDEX_USERS, log
 from ..store import snapshot
 from ..store.scoring import COLD_START_THRESHOLD
+from ..store.teams import PRINCIPAL_PREFIX, TeamRef
 from .late import Tokens
 from .user_index import UserIndex
 
 __all__ = ["Indexes", "UserIndex"]
 
 MAX_MEMORIES = 50_000  # users with more are searched in SQL (a load would take seconds)
+USER_SHARE, TEAM_SHARE = 8, 4  # one index holds at most this fraction of the budget; a team's serves every member
 LOAD_TIMEOUT_S = 30.0
 CONCURRENT_LOADS = 2
 LISTEN_RETRY_MAX_S = 30.0
@@ -83,7 +87,19 @@ class Indexes:
         self._loading: dict[str, _Load] = {}
         self._loads = asyncio.Semaphore(CONCURRENT_LOADS)
         self._echoes: dict[str, asyncio.Event] = {}  # notifications sent to ourselves, set when heard
+        self._teams: OrderedDict[str, tuple[TeamRef, ...]] = OrderedDict()  # by user: their teams last seen
         self.listening = False
+
+    def teams_of(self, user_id: str) -> tuple[TeamRef, ...] | None:
+        """The user's teams when their last turn was searched here (None: not seen yet). A hint only: it
+        says which teams to search, and every search reads the memberships again (memory/retrieve.py)."""
+        return self._teams.get(user_id)
+
+    def saw_teams(self, user_id: str, teams: tuple[TeamRef, ...]) -> None:
+        self._teams[user_id] = teams
+        self._teams.move_to_end(user_id)
+        if len(self._teams) > MAX_USERS:
+            self._teams.popitem(last=False)
 
     def get(self, user_id: str) -> UserIndex | None:
         """The user's index, or None (then search in SQL; a load starts in the background if none runs)."""
@@ -167,11 +183,13 @@ class Indexes:
             async with self._loads, asyncio.timeout(LOAD_TIMEOUT_S), self._pool.connection() as conn:
                 rows = await snapshot.read_user(conn, user_id, MAX_MEMORIES, held)
             index = None
-            if rows is not None and len(rows) >= COLD_START_THRESHOLD:  # fewer: global memories are searched too
+            # A user with fewer memories is searched in SQL, with the global memories; a team never is.
+            if rows is not None and (len(rows) >= COLD_START_THRESHOLD or user_id.startswith(PRINCIPAL_PREFIX)):
+                cap = self._budget / (TEAM_SHARE if user_id.startswith(PRINCIPAL_PREFIX) else USER_SHARE)
                 index = await asyncio.to_thread(UserIndex.of, rows, self._model, self._tokenize, base)
-                if index.nbytes > self._budget / 8 and self._tokenize is not None:  # word states are most of it
+                if index.nbytes > cap and self._tokenize is not None:  # word states are most of it
                     index = await asyncio.to_thread(UserIndex.of, rows, self._model)
-                if index.nbytes > self._budget / 8:
+                if index.nbytes > cap:
                     index = None
             if not self._loading[key].stale and self.listening:
                 self._store(key, _Entry(user_id, index))

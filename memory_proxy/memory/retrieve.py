@@ -25,7 +25,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -56,11 +56,12 @@ class TurnMemories:
     always_on: list[Memory]
     query: list[Memory]
     fallback: str = ""  # why the most recent memories stood in for a search (the embedder's fail-open reason)
+    team: list[Memory] = field(default_factory=list)  # the user's teams' memories for this message
 
     @property
     def all(self) -> list[Memory]:
-        """Both tiers, always-on first, each memory once."""
-        return _unique([*self.always_on, *self.query])
+        """Every tier, always-on first, the teams' last, each memory once."""
+        return _unique([*self.always_on, *self.query, *self.team])
 
 
 @asynccontextmanager
@@ -95,8 +96,9 @@ async def retrieve_memories(*, pool: psycopg_pool.AsyncConnectionPool, embedder:
     if vector is None:
         async with _phase("embedder", settings.timeout_s):
             vector, words = await embed_query(embedder, query, settings.ranking.late_weight > 0)
-    found = await _search(pool, indexes, embedder, user_id, query, vector, settings, tiers=False, words=words)
-    return _ranked(found, settings)
+    found = await _search(pool, indexes, embedder, user_id, query, vector, settings, tiers=False, words=words,
+                          with_teams=False)
+    return _ranked(found.personal, settings)
 
 
 async def memories_for_turn(*, pool: psycopg_pool.AsyncConnectionPool, embedder: Embedder, user_id: str,
@@ -119,16 +121,17 @@ async def memories_for_turn(*, pool: psycopg_pool.AsyncConnectionPool, embedder:
                 FAIL_OPEN.labels(exc.reason).inc()
                 log.warning("retrieval_fallback_recent", reason=exc.reason, error=str(exc))
                 found = await _search(pool, indexes, embedder, user_id, query, None, settings, tiers=True,
-                                      started=started)
-                return TurnMemories(found.always_on, found.recent, exc.reason)
+                                      started=started, with_teams=False)
+                return TurnMemories(found.personal.always_on, found.personal.recent, exc.reason)
         found = await _search(pool, indexes, embedder, user_id, query, vector, settings, tiers=True, started=started,
-                              words=words)
+                              words=words, with_teams=vector is not None)
+        mine = found.personal
         if vector is None:
-            return TurnMemories(found.always_on, [])
-        ranked = _ranked(found, settings)
-        if len(found.recent) <= settings.inject_all_below:  # all of the user's own, then what search adds
-            ranked = _unique([*found.recent, *ranked])
-        return TurnMemories(found.always_on, ranked)
+            return TurnMemories(mine.always_on, [])
+        ranked = _ranked(mine, settings)
+        if len(mine.recent) <= settings.inject_all_below:  # all of the user's own, then what search adds
+            ranked = _unique([*mine.recent, *ranked])
+        return TurnMemories(mine.always_on, ranked, team=_team_tier(found, [*mine.always_on, *ranked], settings))
     finally:
         RETRIEVAL_LATENCY.observe(time.perf_counter() - started)
 
@@ -153,37 +156,75 @@ async def _embedded(embedder: Embedder, query: str, settings: RetrievalSettings,
 
 async def _search(pool: psycopg_pool.AsyncConnectionPool, indexes: Indexes | None, embedder: Embedder,
                   user_id: str, query: str, vector: list[float] | None, settings: RetrievalSettings, *,
-                  tiers: bool, started: float | None = None, words: np.ndarray | None = None) -> search.Found:
-    """In the user's in-process index when it is held (memory/index.py; with the late-interaction arm when
-    the query's `words` states came with its vector: memory/late.py), else in PostgreSQL."""
+                  tiers: bool, with_teams: bool, started: float | None = None,
+                  words: np.ndarray | None = None) -> search.Scoped:
+    """The user's scopes searched: their own, and with `with_teams` each team's they belong to; in the
+    in-process indexes when all of them are held (memory/index.py; with the late-interaction arm when the
+    query's `words` states came with its vector: memory/late.py), else in PostgreSQL. Which teams to search
+    is the memberships this process saw last (`Indexes.teams_of`); the search reads them again, and a team
+    the user joined since is searched in PostgreSQL at once (one more round trip, once per new membership)."""
     options: dict[str, Any] = {
         "limit": settings.top_k * CANDIDATES_PER_RESULT, "mode": settings.mode, "rrf_k": settings.ranking.rrf_k,
         "weights": (1.0, settings.ranking.text_weight), "tiers": tiers}
-    index = indexes.get(user_id) if indexes is not None else None
+    team_limit = settings.team_top_k * CANDIDATES_PER_RESULT
+    known = indexes.teams_of(user_id) if indexes is not None and with_teams else ()
+    searched = [t.id for t in known or ()]
     budget = settings.timeout_s if started is None else _left(started, settings.timeout_s)
-    if indexes is not None and index is not None:
-        found = index.search(vector, query, now=datetime.now(UTC), word_states=words,
-                             late_weight=settings.ranking.late_weight, **options)
-        return await _still_active(pool, indexes, user_id, found, budget)
-    return await _in_database(pool, budget, lambda conn: search.search(
-        conn, user_id=user_id, model=embedder.model, embedding=vector, text=query, **options))
+    if indexes is not None:  # (each lookup starts a load of an index not held yet)
+        held = [indexes.get(user_id), *(indexes.get(teams.principal(t)) for t in searched)]
+        if known is not None and all(index is not None for index in held):
+            now = datetime.now(UTC)
+            founds = [index.search(vector, query, now=now, word_states=words, late_weight=settings.ranking.late_weight,
+                                   **{**options, **({"limit": team_limit, "tiers": False} if i else {})})
+                      for i, index in enumerate(held) if index is not None]
+            found = await _still_active(pool, indexes, user_id, known if with_teams else None, founds, budget)
+            if found is not None:
+                return found
+
+    def in_database(team_ids: list[str]) -> Awaitable[search.Scoped]:
+        return _in_database(pool, budget, lambda conn: search.search_scopes(
+            conn, user_id=user_id, teams=team_ids, model=embedder.model, embedding=vector, text=query,
+            team_limit=team_limit, **options))
+
+    found = await in_database(searched)
+    if with_teams and any(t.id not in searched for t in found.memberships):  # joined since: searched at once
+        found = await in_database([t.id for t in found.memberships])
+    if indexes is not None and with_teams:
+        indexes.saw_teams(user_id, found.memberships)
+    return found
 
 
 async def _still_active(pool: psycopg_pool.AsyncConnectionPool, indexes: Indexes, user_id: str,
-                        found: search.Found, budget_s: float) -> search.Found:
-    """`found` in the index without what PostgreSQL no longer has active with that text. The index hears of
-    a change by notification, which may reach this process after a turn that begins once another replica
-    (or this one) answered an erase or a delete: the check makes "gone once answered" hold across processes
-    (benchmarks/cluster), for one primary-key read of the turn's few candidates."""
-    ids = found.ids()
-    if not ids:
-        return found
-    current = await _in_database(pool, budget_s, lambda conn: search.active_texts(conn, user_id, ids))
-    if all(current.get(m.id) == m.content for m in found.memories()):
-        return found
-    INDEX_STALE.inc()
-    indexes.changed(snapshot.user_key(user_id))  # as the notification on its way will: read again
-    return found.keeping(current)
+                        known: tuple[teams.TeamRef, ...] | None, founds: list[search.Found],
+                        budget_s: float) -> search.Scoped | None:
+    """What the indexes found (the user's, then each of `known` teams') without what PostgreSQL no longer has
+    active with that text, nor what the user may no longer read; None when the user joined a team since
+    (the caller then searches in PostgreSQL). The indexes hear of a change by notification, which may reach
+    this process after a turn that begins once another replica (or this one) answered an erase, a delete
+    or a member's removal: the check makes "gone once answered" hold across processes (benchmarks/cluster),
+    for one primary-key read of the turn's few candidates, with the memberships read beside it. `known`
+    None: the user's own memories only."""
+    holders = [user_id, *(teams.principal(t.id) for t in known or ())]
+    ids = set().union(*(found.ids() for found in founds))
+    if not ids and known is None:
+        return search.Scoped(founds[0], {}, ())
+    current, memberships = await _in_database(pool, budget_s,
+                                              lambda conn: search.confirm(conn, user_id, holders, ids))
+    if known is not None:
+        if not {t.id for t in memberships} <= {t.id for t in known}:
+            return None
+        indexes.saw_teams(user_id, memberships)
+    kept = []
+    for holder, found in zip(holders, founds, strict=True):
+        texts = {memory_id: text for (who, memory_id), text in current.items() if who == holder}
+        if any(texts.get(m.id) != m.content for m in found.memories()):
+            INDEX_STALE.inc()
+            indexes.changed(snapshot.user_key(holder))  # as the notification on its way will: read again
+            found = found.keeping(texts)
+        kept.append(found)
+    now_in = {t.id: t for t in memberships}
+    return search.Scoped(kept[0], {t.id: f.of_team(now_in[t.id]) for t, f in zip(known or (), kept[1:], strict=True)
+                                   if t.id in now_in}, memberships)
 
 
 def _ranked(found: search.Found, settings: RetrievalSettings) -> list[Memory]:
@@ -192,10 +233,18 @@ def _ranked(found: search.Found, settings: RetrievalSettings) -> list[Memory]:
                 now=datetime.now(UTC), settings=settings.ranking)
 
 
+def _team_tier(found: search.Scoped, personal: list[Memory], settings: RetrievalSettings) -> list[Memory]:
+    """The best RETRIEVAL_TEAM_TOP_K memories of the user's teams, each team's ranked within it, best score first;
+    a team memory saying what one of the user's own says is left out (the narrower scope first)."""
+    mine = {m.content.casefold() for m in personal}
+    picked = [m for team in found.teams.values() for m in _ranked(team, settings) if m.content.casefold() not in mine]
+    return sorted(picked, key=lambda m: -m.score)[:settings.team_top_k]
+
+
 def _left(started: float, budget_s: float) -> float:
     return max(started + budget_s - time.perf_counter(), 0.001)
 
 
 def _unique(found: list[Memory]) -> list[Memory]:
-    seen: set[str] = set()
-    return [m for m in found if not (m.id in seen or seen.add(m.id))]  # type: ignore[func-returns-value]
+    seen: set[tuple[str, str]] = set()
+    return [m for m in found if not ((m.team, m.id) in seen or seen.add((m.team, m.id)))]  # type: ignore[func-returns-value]

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, AsyncCursor
 
 from ..schemas import Memory, SearchHit
 from . import scoring
@@ -39,6 +39,8 @@ from .scoring import (
     RECENT_LIMIT,
     Sql,
 )
+from .teams import TeamRef
+from .teams import principal as teams_principal
 
 SEARCH_CANDIDATES = 200  # binary-code neighbours re-ranked by exact cosine (recall@10 1.000 at 10,000)
 POSTINGS_PER_TERM = 500  # memories scored per query word at most (~6 µs each): an arbitrary 500 of a
@@ -169,6 +171,27 @@ class Found:
                      [m for m in self.recent if current.get(m.id) == m.content], hits, self.late_weight)
 
 
+    def of_team(self, team: TeamRef) -> Found:
+        """The same, each memory marked as the team's (held by its principal, shown with its name)."""
+        def mark(m: Memory) -> Memory:
+            return replace(m, team=team.id, team_name=team.name)
+        return Found([mark(m) for m in self.always_on], [mark(m) for m in self.recent],
+                     [replace(h, memory=mark(h.memory)) for h in self.hits], self.late_weight)
+
+
+@dataclass(frozen=True, slots=True)
+class Scoped:
+    """A turn's search in every scope the user reads: their own, and each team's they belong to."""
+
+    personal: Found
+    teams: dict[str, Found]  # by team id: only teams the user belongs to now, their memories marked
+    memberships: tuple[TeamRef, ...]  # the user's teams when the search ran
+
+
+_MEMBERSHIPS = ("SELECT t.id, t.name FROM team_members m JOIN teams t ON t.id = m.team_id"
+                " WHERE m.user_id = %s ORDER BY t.id")
+
+
 def as_vector(values: Sequence[float]) -> np.ndarray:
     return np.asarray(values, dtype=np.float32)
 
@@ -196,25 +219,62 @@ async def search(
     """The user's best `limit` candidates for a query (none without `embedding`), and with `tiers` the
     always-on and recent tiers. `mode`: hybrid, vector or text (one arm only); `weights`: (vector, text)
     in the fusion. On an idle connection: one round trip."""
+    params = _params(user_id=user_id, model=model, embedding=embedding, text=text, limit=limit, mode=mode,
+                     rrf_k=rrf_k, weights=weights, include_global=include_global, tiers=tiers)
+    async with in_user_scope(conn, user_id):
+        cur = await _send(conn, params)
+    return _found(await cur.fetchall())
+
+
+async def search_scopes(conn: AsyncConnection[Any], *, user_id: str, teams: Collection[str], model: str,
+                        embedding: Sequence[float] | None, text: str = "", limit: int = 30, mode: str = "hybrid",
+                        rrf_k: int = 60, weights: tuple[float, float] = (1.0, 1.0), tiers: bool = False,
+                        team_limit: int = 9) -> Scoped:
+    """`search` for the user, and for each of `teams` (those the caller believes the user belongs to) the
+    team's own best `team_limit` candidates, ranked within the team (its BM25 statistics are its own); with the
+    user's memberships now. One round trip on an idle connection: every statement runs in the user's scope,
+    so a team the user has left returns no row (db/migrations/0013), whatever the caller believed."""
+    params = _params(user_id=user_id, model=model, embedding=embedding, text=text, limit=limit, mode=mode,
+                     rrf_k=rrf_k, weights=weights, include_global=True, tiers=tiers)
+    async with in_user_scope(conn, user_id):
+        held = await conn.execute(_MEMBERSHIPS, [user_id])
+        mine = await _send(conn, params)
+        theirs = {team: await conn.execute(_STATEMENT, {**params, "user_id": teams_principal(team), "with_global": False,
+                                                        "with_tiers": False, "limit": team_limit if embedding is not None else 0},
+                                           binary=True) for team in teams}
+    memberships = tuple(TeamRef(*row) for row in await held.fetchall())
+    found = {team.id: _found(await theirs[team.id].fetchall()).of_team(team)
+             for team in memberships if team.id in theirs}
+    return Scoped(_found(await mine.fetchall()), found, memberships)
+
+
+def _params(*, user_id: str, model: str, embedding: Sequence[float] | None, text: str, limit: int, mode: str,
+            rrf_k: int, weights: tuple[float, float], include_global: bool, tiers: bool) -> dict[str, Any]:
     searching = embedding is not None
     query = as_vector(embedding if embedding is not None else [0.0])
-    params = {"q": query, "user_id": user_id, "model": model,
-              "dims": len(query) if searching else -1, "text": text, "with_global": include_global,
-              "cold": COLD_START_THRESHOLD, "candidates": SEARCH_CANDIDATES,
-              "use_vector": searching and mode != "text", "use_text": searching and mode != "vector" and bool(text),
-              "common": COMMON_TERM_SHARE, "postings": POSTINGS_PER_TERM, "k1": BM25_K1, "b": BM25_B, "rrf_k": rrf_k,
-              "w_vector": weights[0], "w_text": weights[1], "n": max(limit, 50), "limit": limit if searching else 0,
-              "with_tiers": tiers, "always": ALWAYS_ON_LIMIT, "recent": RECENT_LIMIT}
-    async with in_user_scope(conn, user_id):
-        # The planner estimates a user's links from the average user and then prefers a bitmap heap scan
-        # (one heap page per memory) to the index-only scan of users_vectors_search (db/migrations/0003).
-        await conn.execute("SELECT set_config('enable_bitmapscan', 'off', true)")  # this transaction only
-        # Prepared by psycopg after 5 runs (its default): planning this statement costs ~2.5 ms, and at
-        # 1,000 memories the generic plan ran in 9.9 ms where one planned per call took 13.8 (the store
-        # benchmark, benchmarks/retrieval.py: faster at 100 and 1,000 memories, slower at 10,000).
-        cur = await conn.execute(_STATEMENT, params, binary=True)
+    return {"q": query, "user_id": user_id, "model": model,
+            "dims": len(query) if searching else -1, "text": text, "with_global": include_global,
+            "cold": COLD_START_THRESHOLD, "candidates": SEARCH_CANDIDATES,
+            "use_vector": searching and mode != "text", "use_text": searching and mode != "vector" and bool(text),
+            "common": COMMON_TERM_SHARE, "postings": POSTINGS_PER_TERM, "k1": BM25_K1, "b": BM25_B, "rrf_k": rrf_k,
+            "w_vector": weights[0], "w_text": weights[1], "n": max(limit, 50), "limit": limit if searching else 0,
+            "with_tiers": tiers, "always": ALWAYS_ON_LIMIT, "recent": RECENT_LIMIT}
+
+
+async def _send(conn: AsyncConnection[Any], params: dict[str, Any]) -> AsyncCursor[Any]:
+    """Queue the search statement in the open scope (its result is read once the scope's pipeline ends)."""
+    # The planner estimates a user's links from the average user and then prefers a bitmap heap scan
+    # (one heap page per memory) to the index-only scan of users_vectors_search (db/migrations/0003).
+    await conn.execute("SELECT set_config('enable_bitmapscan', 'off', true)")  # this transaction only
+    # Prepared by psycopg after 5 runs (its default): planning this statement costs ~2.5 ms, and at
+    # 1,000 memories the generic plan ran in 9.9 ms where one planned per call took 13.8 (the store
+    # benchmark, benchmarks/retrieval.py: faster at 100 and 1,000 memories, slower at 10,000).
+    return await conn.execute(_STATEMENT, params, binary=True)
+
+
+def _found(rows: Sequence[Sequence[Any]]) -> Found:
     found = Found()
-    for row in await cur.fetchall():
+    for row in rows:
         kind, rest = row[0], row[1:]
         if kind == "hit":
             found.hits.append(SearchHit(memory=memory(rest), fused=float(rest[6]), cosine=float(rest[7]),
@@ -226,15 +286,27 @@ async def search(
     return found
 
 
-_ACTIVE_TEXTS = ("SELECT v.id, v.content FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id"
-                 " WHERE uv.user_id = %s AND uv.vector_id = ANY(%s) AND uv.superseded_at IS NULL")
+_ACTIVE_TEXTS = ("SELECT uv.user_id, v.id, v.content FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id"
+                 " WHERE uv.user_id = ANY(%s) AND uv.vector_id = ANY(%s) AND uv.superseded_at IS NULL")
 
 
 async def active_texts(conn: AsyncConnection[Any], user_id: str, ids: Collection[str]) -> dict[str, str]:
     """Which of `ids` are still active memories of the user, with their text now (one round trip)."""
     async with in_user_scope(conn, user_id):
-        cur = await conn.execute(_ACTIVE_TEXTS, [user_id, list(ids)])
-    return {vector_id: content for vector_id, content in await cur.fetchall()}
+        cur = await conn.execute(_ACTIVE_TEXTS, [[user_id], list(ids)])
+    return {vector_id: content for _, vector_id, content in await cur.fetchall()}
+
+
+async def confirm(conn: AsyncConnection[Any], user_id: str, holders: Collection[str],
+                  ids: Collection[str]) -> tuple[dict[tuple[str, str], str], tuple[TeamRef, ...]]:
+    """Which of `ids` are still active memories of `holders` (the user, and team principals) that the user
+    may read now, by (holder, id) with their text now; and the user's memberships now. One round trip: a
+    team the user has left holds no row of theirs any more (db/migrations/0013)."""
+    async with in_user_scope(conn, user_id):
+        held = await conn.execute(_MEMBERSHIPS, [user_id])
+        cur = await conn.execute(_ACTIVE_TEXTS, [list(holders), list(ids)])
+    current = {(holder, vector_id): content for holder, vector_id, content in await cur.fetchall()}
+    return current, tuple(TeamRef(*row) for row in await held.fetchall())
 
 
 async def neighbours(conn: AsyncConnection[Any], *, user_id: str, model: str, embedding: Sequence[float],

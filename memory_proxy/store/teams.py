@@ -47,6 +47,14 @@ class Team:
 
 
 @dataclass(frozen=True, slots=True)
+class TeamRef:
+    """A team as a memory shows it: whose memory (the id) and what to call it (the name)."""
+
+    id: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
 class Member:
     user_id: str
     role: Role
