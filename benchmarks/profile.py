@@ -1,9 +1,9 @@
 """Profile memory-proxy under load with py-spy: where does the server's CPU go?
 
-    python -m benchmarks.profile [--case anonymous|user] [--seconds 15] [--concurrency 16]
+    python -m benchmarks.profile [--case anonymous|user|team] [--seconds 15] [--concurrency 16]
 
 Starts the fake upstream and one memory-proxy (case (b) anonymous or (c) a user with 1,000 memories,
-as in benchmarks.relay), runs streaming load for a while, records the proxy with `py-spy record`
+as in benchmarks.relay, or `team`: that user in 3 teams of 10,000 memories, as in benchmarks.team_relay), runs streaming load for a while, records the proxy with `py-spy record`
 (speedscope JSON and a top-functions summary), and prints where the time went: proxy Python frames
 (by own time) and the embedded PostgreSQL's share of server CPU.
 """
@@ -20,7 +20,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from . import servers
+from . import servers, team_relay
 from .loadgen import run_load
 from .relay import BENCH_USER, BODY, memory_proxy_user_target, seed_memories
 
@@ -44,15 +44,21 @@ def top_frames(speedscope: Path, limit: int = 25) -> list[tuple[str, float]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.profile", description=__doc__.splitlines()[0])
-    parser.add_argument("--case", choices=["anonymous", "user"], default="user")
+    parser.add_argument("--case", choices=["anonymous", "user", "team"], default="user")
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--concurrency", type=int, default=16)
     args = parser.parse_args(argv)
     if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1:
         os.sched_setaffinity(0, {0})
     fake = servers.start_fake(chunks=6, delay_ms=20)
-    proxy = (memory_proxy_user_target(fake, BENCH_USER, seed_memories) if args.case == "user"
-             else servers.start_memory_proxy(fake))
+    if args.case == "anonymous":
+        proxy = servers.start_memory_proxy(fake)
+    elif args.case == "user":
+        proxy = memory_proxy_user_target(fake, BENCH_USER, seed_memories)
+    else:
+        proxy = memory_proxy_user_target(fake, BENCH_USER, lambda server: (
+            seed_memories(server), team_relay.seed_teams(server, 3, 10_000)))
+        team_relay.warm(proxy, 4)
     out = Path(tempfile.mkdtemp(prefix="mp-profile-")) / f"{args.case}.speedscope.json"
     try:
         recorder = subprocess.Popen([str(PY_SPY), "record", "--pid", str(proxy.proc.pid), "--rate", "250",
