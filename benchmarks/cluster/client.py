@@ -25,6 +25,8 @@ from .parts import Node
 AUTH = {"Authorization": f"Bearer {PROXY_KEY}"}
 PROBE_TEXT = "What is my code word, and what else do you know about me?"
 FILLERS = 6  # memories seeded per user: above the cold-start threshold (5), so replicas hold an index of them
+EMBED_DIMS, EMBED_MODEL = 1024, "fake-embed"  # as the fake embeds for the nodes (cluster.py: EMBEDDING_MODEL)
+TEAMS = "/api/v1/teams"
 
 
 def marker() -> str:
@@ -89,20 +91,38 @@ async def delete_memory(client: httpx.AsyncClient, node: Node, user: str, memory
     assert reply.status_code in (200, 204), reply.text
 
 
+async def create_team(client: httpx.AsyncClient, node: Node, team_id: str, members: list[str]) -> None:
+    """A team (named as its id) with ``members``, made through ``node``'s API as an operator (the proxy key
+    without a user identity)."""
+    reply = await client.post(node.url + TEAMS + "/", headers=AUTH, json={"id": team_id})
+    assert reply.status_code == 201, reply.text
+    for user in members:
+        reply = await client.put(node.url + f"{TEAMS}/{team_id}/members/{user}", headers=AUTH, json={"role": "member"})
+        assert reply.status_code == 200, reply.text
+
+
+async def leave_team(client: httpx.AsyncClient, node: Node, team_id: str, user: str | None) -> None:
+    """DELETE the member ``user`` from the team, or with None the whole team, through ``node``."""
+    path = f"{TEAMS}/{team_id}" + (f"/members/{user}" if user is not None else "")
+    reply = await client.delete(node.url + path, headers=AUTH)
+    assert reply.status_code == 200, reply.text
+
+
 async def index_hits(client: httpx.AsyncClient, node: Node) -> float:
     text = (await client.get(node.url + "/metrics")).text
     found = re.search(r'^memory_proxy_index_lookups_total\{result="hit"\} (\S+)$', text, re.MULTILINE)
     return float(found.group(1)) if found else 0.0
 
 
-async def warm(client: httpx.AsyncClient, nodes: list[Node], user: str, tries: int = 40) -> bool:
-    """Probe each node until it searched ``user`` in its in-process index (its hit counter moved), so that
-    what follows tests that index being kept true; False if some node never did."""
+async def warm(client: httpx.AsyncClient, nodes: list[Node], user: str, tries: int = 40, lookups: int = 1) -> bool:
+    """Probe each node until it searched ``user`` in its in-process indexes (its hit counter moved by
+    ``lookups``: 1 + the user's teams for a turn searched wholly in them), so that what follows tests those
+    indexes being kept true; False if some node never did. One user at a time: the counter is the node's."""
     async def one(node: Node) -> bool:
         for _ in range(tries):
             before = await index_hits(client, node)
             await probe(client, node.url, user)
-            if await index_hits(client, node) > before:
+            if await index_hits(client, node) - before >= lookups:
                 return True
         return False
     return all(await asyncio.gather(*(one(n) for n in nodes)))
@@ -117,10 +137,23 @@ async def seed(direct_url: str, users: list[str], count: int = FILLERS, relevant
     texts = [f"Filler fact {i}: enjoys hobby {i % 97} in city {i % 89} with pet {i % 83}." for i in range(count)]
     if relevant_to:
         texts[:5] = [f"{relevant_to} It was Rust, note {i}." for i in range(5)]
-    vectors = [embed(t, 1024) for t in texts]
+    vectors = [embed(t, EMBED_DIMS) for t in texts]
     async with make_pool(direct_url, 4) as pool:
         async def one(user: str) -> None:
             async with pool.connection() as conn:
                 for text, vector in zip(texts, vectors, strict=True):
-                    await add_or_find_memory(conn, user_id=user, content=text, embedding=vector, model="fake-embed")
+                    await add_or_find_memory(conn, user_id=user, content=text, embedding=vector, model=EMBED_MODEL)
         await asyncio.gather(*(one(u) for u in users))
+
+
+async def seed_team(direct_url: str, team_id: str, content: str) -> str:
+    """One memory of the team (held by its principal ``team:<id>``) stored straight into the database,
+    embedded as the fake embeds: the memory API writes a user's memories only (a ``team:`` user id is
+    refused), and formation stores every fact as the user's own (docs/TEAMS.md). Returns its id."""
+    from memory_proxy.store.database import make_pool
+    from memory_proxy.store.memories import add_or_find_memory
+    from memory_proxy.store.teams import principal
+
+    async with make_pool(direct_url, 1) as pool, pool.connection() as conn:
+        return await add_or_find_memory(conn, user_id=principal(team_id), content=content,
+                                        embedding=embed(content, EMBED_DIMS), model=EMBED_MODEL)

@@ -1,4 +1,5 @@
-"""The six measurements (see the package docstring), each returning a dict for the report and the JSON."""
+"""The six measurements (see the package docstring), and stale injection's team variant (2b), each returning
+a dict for the report and the JSON."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import math
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any, cast
 
@@ -20,12 +21,16 @@ from memory_proxy.testing.asgi import free_port
 from ..loadgen import LoadResult, percentile, run_load_async, summarise
 from ..relay import BODY
 from .client import (
+    PROBE_TEXT,
     Turn,
     create_memory,
+    create_team,
     delete_memory,
+    leave_team,
     marker,
     probe,
     seed,
+    seed_team,
     seen,
     user_headers,
     warm,
@@ -161,6 +166,90 @@ async def _stale_round(http: httpx.AsyncClient, cl: Cluster, i: int, per_replica
             "in_flight_injected": sum(t.start <= returned < t.end and mark in t.markers for t in turns),
             "round": str(i), "late_ms": round(max((t.start - returned for t in bad), default=0) * 1000, 1),
             "replicas": sorted({t.node for t in bad})}
+
+
+# ---------------------------------------------------------------- 2b. stale team memory after a removal
+
+async def team_stale(cl: Cluster, rounds: int, per_replica: int = 2) -> dict[str, Any]:
+    """Per round: a team memory injected by every replica into two members' turns; turns of both arriving at
+    every replica at once; one member removed (or the team deleted) through one replica. Violations: turns
+    of a user no longer in the team, started after the removal returned, whose upstream request still held
+    the team's memory."""
+    totals: Counter[str] = Counter()
+    worst: list[dict[str, Any]] = []
+    async with client() as http:
+        for i in range(rounds):
+            result = await _team_stale_round(http, cl, i, per_replica)
+            totals.update({k: v for k, v in result.items() if isinstance(v, int)})
+            if result["violations"]:
+                worst.append(result)
+    return {**totals, "violating_rounds": worst[:20]}
+
+
+async def _team_stale_round(http: httpx.AsyncClient, cl: Cluster, i: int, per_replica: int) -> dict[str, Any]:
+    team, user, mark, whole = f"{cl.run}-team-{i}", f"{cl.run}-tstale-{i}", marker(), i % 2 == 1
+    control = f"{user}-control"  # a member who stays (on odd rounds the team's deletion removes them too)
+    writer, remover = cl.replicas[i % len(cl.replicas)], cl.replicas[(i + 1) % len(cl.replicas)]
+    warmed, injected = await _team_ready(http, cl, writer, team, [user, control], mark)
+    turns, returned = await _load_while(http, cl, {user: per_replica, control: 1},
+                                        partial(leave_team, http, remover, team, None if whole else user))
+    gone = [t for u in ([user, control] if whole else [user]) for t in turns[u]]  # turns of users out of the team
+    after = [t for t in gone if t.start > returned]
+    bad = [t for t in after if mark in t.markers]
+    kept: list[Turn] = [] if whole else [t for t in turns[control] if t.start > returned and t.ok]
+    return {"rounds": 1, "team_deleted": int(whole), "member_removed": int(not whole), "not_warmed": int(not warmed),
+            "not_injected": int(not injected), "turns_after": len(after), "violations": len(bad),
+            "errors": sum(not t.ok for ts in turns.values() for t in ts),
+            "in_flight_injected": sum(t.start <= returned < t.end and mark in t.markers for t in gone),
+            "control_turns_after": len(kept), "control_missing": sum(mark not in t.markers for t in kept),
+            "round": str(i), "late_ms": round(max((t.start - returned for t in bad), default=0) * 1000, 1),
+            "replicas": sorted({t.node for t in bad})}
+
+
+async def _team_ready(http: httpx.AsyncClient, cl: Cluster, writer: Node, team: str, members: list[str],
+                      mark: str) -> tuple[bool, bool]:
+    """A new team of ``members`` (each with memories of their own, so that replicas index them) holding one
+    memory with ``mark``: (every replica searched each member's turns wholly in its indexes, the member's
+    and the team's; every replica injected the memory into each member's turns)."""
+    await seed(cl.direct, members)
+    await create_team(http, writer, team, members)
+    # Team memories are never always-on, only searched: the text holds the probe's question, so that the
+    # probe's search finds it (cosine 0.89 with the fake's embeddings, above RETRIEVAL_MIN_SCORE's 0.8).
+    await seed_team(cl.direct, team, f"{PROBE_TEXT} The team's code word is {mark}.")
+    warmed = [await warm(http, cl.replicas, m, lookups=2) for m in members]  # one at a time: counters are per node
+    since = time.monotonic()
+    found = await asyncio.gather(*(until_injected(http, cl, n, m, mark, since, 10)
+                                   for n in cl.replicas for m in members))
+    return all(warmed), all(math.isfinite(lag) for lag, _ in found)
+
+
+async def _load_while(http: httpx.AsyncClient, cl: Cluster, clients: dict[str, int],
+                      act: Callable[[], Awaitable[object]]) -> tuple[dict[str, list[Turn]], float]:
+    """``clients[user]`` clients per replica sending ``user``'s turns back to back, ``act`` done meanwhile;
+    each client goes on until its replica served 3 of its user's turns started after ``act`` returned (or
+    3 s passed). Returns each user's turns (markers filled in) and when ``act`` returned."""
+    turns: dict[str, list[Turn]] = {user: [] for user in clients}
+    returned = math.inf
+
+    async def load(node: Node, user: str) -> None:
+        mine = turns[user]
+        while time.monotonic() < returned + 3:
+            mine.append(await probe(http, node.url, user))
+            if sum(t.start > returned and t.node == node.url for t in mine) >= 3:
+                return
+
+    tasks = [asyncio.create_task(load(n, u)) for n in cl.replicas for u, k in clients.items() for _ in range(k)]
+    try:
+        await asyncio.sleep(0.05)  # the load is on
+        await act()
+        returned = time.monotonic()
+        await asyncio.gather(*tasks)
+    finally:  # a failed act ends the load too, so that its error is the one reported, not the closed client's
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    await seen(http, cl.fake_url, [t for ts in turns.values() for t in ts])
+    return turns, returned
 
 
 # ---------------------------------------------------------------- 3. LISTEN dropped, or partitioned
