@@ -170,7 +170,8 @@ async def history(conn: AsyncConnection[Any], user_id: str, vector_id: str) -> d
 
 
 _AUTHORED = (f"SELECT {_COLUMNS}, substr(uv.user_id, length('team:') + 1) FROM users_vectors uv"
-             " JOIN vectors v ON v.id = uv.vector_id WHERE uv.author = %(user)s AND uv.superseded_at IS NULL"
+             " JOIN vectors v ON v.id = uv.vector_id WHERE uv.author = %(user)s AND uv.user_id LIKE 'team:%%'"
+             " AND uv.superseded_at IS NULL"
              " ORDER BY uv.created_at, v.id")
 
 
