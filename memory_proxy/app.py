@@ -30,6 +30,7 @@ from .request_id import RequestIdMiddleware
 from .routes import ROUTES
 from .services import open_services
 from .settings import Settings
+from .team_memories_api import TEAM_MEMORIES
 from .teams_api import TEAMS_API
 from .worker import Worker
 
@@ -101,7 +102,7 @@ def create_app(settings: Settings, http_client: httpx.AsyncClient | None = None,
                 log.info("stopped")
 
     app = Litestar(
-        route_handlers=[*ROUTES, *MANAGE_ROUTES, TEAMS_API],
+        route_handlers=[*ROUTES, *MANAGE_ROUTES, TEAMS_API, TEAM_MEMORIES],
         dependencies=DEPENDENCIES,
         lifespan=[lifespan],
         exception_handlers={

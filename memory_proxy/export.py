@@ -3,7 +3,8 @@
 
 JSON: `{"format": "memory-proxy/memories", "version": 1, "user_id", "exported_at", "memories"` (active),
 `"history"` (superseded, deleted and expired versions), `"updates"` (the user's audit rows), `"jobs"`
-(pending formation jobs)}, dates in ISO 8601. A memory holds what it is (text, type, pin, dates, expiry,
+(pending formation jobs), `"team_memories"` (active memories the user wrote in teams, each with its `team`)},
+dates in ISO 8601. A memory holds what it is (text, type, pin, dates, expiry,
 use counts), never its vector: an import re-embeds with the configured embedder, so an export moves
 between models and installations. An import reads `memories` only, and of each only the fields above
 (fields it does not know, such as an older export's `importance` and `confidence`, are ignored).
@@ -24,7 +25,8 @@ def document(user_id: str, everything: Mapping[str, Any], exported_at: datetime)
     """The JSON export of what store.manage.export returned for the user."""
     return {"format": FORMAT, "version": VERSION, "user_id": user_id, "exported_at": exported_at.isoformat(),
             "memories": _dated(everything["memories"]), "history": _dated(everything["history"]),
-            "updates": _dated(everything["updates"]), "jobs": everything["jobs"]}
+            "updates": _dated(everything["updates"]), "jobs": everything["jobs"],
+            "team_memories": _dated(everything.get("team_memories", []))}
 
 
 def markdown(export: Mapping[str, Any]) -> str:
@@ -38,6 +40,9 @@ def markdown(export: Mapping[str, Any]) -> str:
     lines += ["", "## Earlier versions and deleted memories", ""]
     for m in export["history"]:
         lines.append(f"- {m['content']} — retired {_when(m['superseded_at'])}, id `{m['id']}`")
+    lines += ["", "## Written in teams", ""]
+    for m in export.get("team_memories", []):
+        lines.append(f"- team **{m['team']}**: {m['content']} — stated {_when(m['stated_at'])}, id `{m['id']}`")
     lines += ["", "## History", ""]
     for u in export["updates"]:
         lines.append(f"- {_when(u['created_at'])} **{u['action']}** {u['old_id'] or '—'} →"

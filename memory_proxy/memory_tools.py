@@ -185,16 +185,19 @@ def _check_ready(services: Services) -> None:
         raise MemoryUnavailable("database_not_ready", "the database is not reachable or not migrated yet")
 
 
-async def _found(turn: ToolTurn, query: str, top_k: int) -> list[Any]:
+async def _found(turn: ToolTurn, query: str, top_k: int, with_teams: bool = False) -> list[Any]:
     services = turn.services
     _check_ready(services)
     return await retrieve_memories(pool=services.pool, embedder=services.embedder, user_id=turn.user_id,
                                    query=query[:MAX_QUERY_CHARS], indexes=services.indexes,
-                                   settings=replace(services.settings.retrieval, top_k=top_k))
+                                   settings=replace(services.settings.retrieval, top_k=top_k), with_teams=with_teams)
 
 
 async def _search(turn: ToolTurn, query: str) -> tuple[str, str]:
-    texts = [m.content for m in await _found(turn, query, MAX_RESULTS)]
+    """The user's memories for `query`, then their teams' (each marked as the team's, as injected); a forget
+    looks among the user's own only."""
+    texts = [f"(team {m.team_name or m.team}) {m.content}" if m.team else m.content
+             for m in await _found(turn, query, MAX_RESULTS, with_teams=True)]
     return ("ok" if texts else "empty"), json.dumps(texts, ensure_ascii=False)
 
 

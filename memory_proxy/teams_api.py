@@ -1,6 +1,6 @@
 """Teams under /api/v1/teams (docs/TEAMS.md): operators manage teams and members, a user sees their own.
 
-Who a request is (`_caller`): an operator (a proxy key without an OpenWebUI identity, or an admin key of
+Who a request is (`team_caller`): an operator (a proxy key without an OpenWebUI identity, or an admin key of
 `api_keys`), or one user (a proxy key with the identity, or a per-user key). Operators create, rename and
 delete teams and add, re-role and remove members. A user lists the teams they belong to and reads one of
 them with its members; a team they are not in is a 404, as if it did not exist.
@@ -19,11 +19,11 @@ from .api import API_PREFIX
 from .api_input import MAX_BODY_BYTES, checked_request
 from .auth import NOT_ONE_LINE, checked_user_id, read_user_id
 from .errors import BadRequest, Conflict, Forbidden, NotFound
-from .guards import caller, require_any_key
+from .guards import Connection, caller, require_any_key
 from .services import Services
 from .store import teams
 
-OPERATOR = None  # `_caller`'s answer for an operator
+OPERATOR = None  # `team_caller`'s answer for an operator
 
 
 @dataclass
@@ -44,16 +44,16 @@ class MemberIn:
     role: str = "member"
 
 
-def _caller(request: Request[Any, Any, Any], services: Services) -> str | None:
+def team_caller(connection: Connection, services: Services) -> str | None:
     """The user a request acts as, or OPERATOR."""
-    who = caller(request)
+    who = caller(connection)
     if who.proxy_key:
-        return read_user_id(request.headers, services.settings.server) or OPERATOR
+        return read_user_id(connection.headers, services.settings.server) or OPERATOR
     return who.user_id
 
 
 def _operator_only(request: Request[Any, Any, Any], services: Services) -> None:
-    if _caller(request, services) is not OPERATOR:
+    if team_caller(request, services) is not OPERATOR:
         raise Forbidden("only an operator manages teams: a proxy key without a user identity, or an admin key")
 
 
@@ -83,7 +83,7 @@ def _shown(team: teams.Team, **extra: Any) -> dict[str, Any]:
 
 @get("/", summary="Teams: every team for an operator, a user's own teams (with their role) for a user")
 async def list_teams(request: Request[Any, Any, Any], services: NamedDependency[Services]) -> dict[str, Any]:
-    user_id = _caller(request, services)
+    user_id = team_caller(request, services)
     async with services.pool.connection() as conn:
         if user_id is OPERATOR:
             return {"teams": [_shown(team) for team in await teams.list_teams(conn)]}
@@ -107,7 +107,7 @@ async def create_team(request: Request[Any, Any, Any], services: NamedDependency
 @get("/{team_id:str}", summary="A team and its members (operators, and the team's members)")
 async def get_team(request: Request[Any, Any, Any], services: NamedDependency[Services],
                    team_id: FromPath[str]) -> dict[str, Any]:
-    user_id = _caller(request, services)
+    user_id = team_caller(request, services)
     async with services.pool.connection() as conn:
         team = await teams.get_team(conn, team_id)
         members = await teams.members(conn, team_id) if team else []

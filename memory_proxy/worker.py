@@ -44,8 +44,9 @@ from .observability import (
 )
 from .scanner import Scanner
 from .settings import FormationSettings, MaintenanceSettings
-from .store import jobs, manage, memories
-from .store.scope import user_scope
+from .store import jobs, manage, memories, teams
+from .store.scope import acting_member, user_scope
+from .store.teams import PRINCIPAL_PREFIX
 
 if TYPE_CHECKING:
     from .services import Services
@@ -66,44 +67,51 @@ def backoff_seconds(settings: FormationSettings, attempts: int) -> float:
 
 async def apply_resolutions(conn: AsyncConnection[Any], job: jobs.Job, resolutions: list[Resolution],
                             model: str, max_memories: int) -> list[dict[str, Any]]:
-    """Write the decisions for `job.user_id` (inside the caller's transaction); return them as logged.
+    """Write the decisions for `job.user_id`, each to its holder: the user's own memories, or a team's (inside
+    the caller's transaction, in the user's scope: a team's rows only while the user is a member); return
+    them as logged.
 
     Flip-flop rule: a replace, refine or forget only happens when this statement is strictly newer than
     the memory it retires; otherwise it is ignored. A target already retired by another job makes a
-    replacing fact an add (and a forget a no-op). A user holding `max_memories` active memories gets no
+    replacing fact an add (and a forget a no-op). A holder with `max_memories` active memories gets no
     new one (a replacement keeps the count, so it still happens).
     """
     applied: list[dict[str, Any]] = []
-    adding = any(r.action == "add" for r in resolutions)
-    active = await memories.count_memories(conn, job.user_id, lock=True) if adding else 0
+    # Each holder's count lock first, in one order (a team's is shared by its members' concurrent jobs).
+    adding = sorted({r.holder or job.user_id for r in resolutions if r.action == "add"})
+    active = {holder: await memories.count_memories(conn, holder, lock=True) for holder in adding}
     for r in resolutions:
-        entry: dict[str, Any] = {"fact": r.fact, "action": r.action, "target_id": r.target_id, "reason": r.reason}
+        holder = r.holder or job.user_id
+        entry: dict[str, Any] = {"fact": r.fact, "action": r.action, "target_id": r.target_id, "reason": r.reason,
+                                 **({"team": r.holder.removeprefix(PRINCIPAL_PREFIX)} if r.holder else {})}
         if r.action in ("replace", "refine", "forget") and r.target_id:
-            locked = await memories.lock_active_link(conn, job.user_id, r.target_id)
+            locked = await memories.lock_active_link(conn, holder, r.target_id)
             stated_at = locked.stated_at if locked else None
             if stated_at is None:
                 entry.update(action="add" if r.action in ("replace", "refine") else "ignore", target_id=None,
                              reason=f"{r.reason} (target already retired)")
             elif job.said_at <= stated_at:
                 entry.update(action="ignore", reason="flip-flop rule: the stored memory is not older")
-        if entry["action"] == "add" and active >= max_memories:
-            entry.update(action="ignore", reason=f"the user holds {active} active memories (MAX_MEMORIES_PER_USER)")
+        if entry["action"] == "add" and holder not in active:
+            active[holder] = await memories.count_memories(conn, holder, lock=True)
+        if entry["action"] == "add" and active[holder] >= max_memories:
+            entry.update(action="ignore", reason=f"{holder} holds {active[holder]} active memories (MAX_MEMORIES_PER_USER)")
             FACTS_DROPPED.labels("user_cap").inc()
-            log.warning("memory_limit", limit="max_memories_per_user", user_id=job.user_id, active=active)
+            log.warning("memory_limit", limit="max_memories_per_user", user_id=holder, active=active[holder])
         elif entry["action"] == "add":
-            active += 1
+            active[holder] += 1
         if entry["action"] == "forget":
-            await memories.retire_memory(conn, user_id=job.user_id, vector_id=r.target_id or "",
+            await memories.retire_memory(conn, user_id=holder, vector_id=r.target_id or "",
                                          reason=r.reason, action="forget")
         elif entry["action"] in ("add", "replace", "refine"):
-            new_id = await memories.add_memory(conn, user_id=job.user_id, content=r.fact, embedding=r.embedding,
+            new_id = await memories.add_memory(conn, user_id=holder, content=r.fact, embedding=r.embedding,
                                                model=model, stated_at=job.said_at, attributes=r.attributes)
-            if new_id is None:  # the user already holds this exact text (a concurrent job stored it)
-                new_id = await memories.find_same_text(conn, job.user_id, r.fact)
+            if new_id is None:  # the holder already has this exact text (a concurrent job stored it)
+                new_id = await memories.find_same_text(conn, holder, r.fact)
                 if entry["action"] == "add":
                     entry.update(action="ignore", target_id=new_id, reason="exact duplicate")
             if entry["action"] in ("replace", "refine") and new_id:
-                await memories.supersede_memory(conn, user_id=job.user_id, old_id=entry["target_id"],
+                await memories.supersede_memory(conn, user_id=holder, old_id=entry["target_id"],
                                                 new_id=new_id, reason=r.reason, action=entry["action"])
             entry["memory_id"] = new_id
         applied.append(entry)
@@ -145,11 +153,15 @@ class Worker:
             formation = await form(Turn(job.user_id, job.said_at, payload), pool=self.pool,
                                    embedder=self.embedder, llm=self.llm.for_turn(payload.model), scanner=self.scanner,
                                    settings=self.settings)
-            async with self.pool.connection() as conn, user_scope(conn, job.user_id):
-                decisions = await apply_resolutions(conn, job, formation.resolutions, self.embedder.model,
-                                                    self.settings.max_memories)
-                if not await jobs.complete(conn, job_id=job.id, worker_id=self.worker_id):
-                    raise LeaseLost(f"job {job.id} was taken over by another worker")
+            acting = acting_member.set(job.user_id)  # the author of what it adds, the actor of what it changes (0014)
+            try:
+                async with self.pool.connection() as conn, user_scope(conn, job.user_id):
+                    decisions = await apply_resolutions(conn, job, formation.resolutions, self.embedder.model,
+                                                        self.settings.max_memories)
+                    if not await jobs.complete(conn, job_id=job.id, worker_id=self.worker_id):
+                        raise LeaseLost(f"job {job.id} was taken over by another worker")
+            finally:
+                acting_member.reset(acting)
         except LeaseLost as exc:
             log.warning("memory_decision", **context, status="lease_lost", error=str(exc), decisions=[],
                         duration_ms=round((time.perf_counter() - started) * 1000, 1))
@@ -172,13 +184,14 @@ class Worker:
     async def _keep_versions(self, user_id: str, decisions: list[dict[str, Any]]) -> None:
         """MAX_VERSIONS_PER_MEMORY for the memories this job replaced: after the job's commit, so that a
         failure here (logged) loses nothing and never fails a job that is done."""
-        replaced = [d["memory_id"] for d in decisions if d["action"] in ("replace", "refine") and d.get("memory_id")]
+        replaced = [(teams.principal(d["team"]) if "team" in d else user_id, d["memory_id"]) for d in decisions
+                    if d["action"] in ("replace", "refine") and d.get("memory_id")]
         if not replaced:
             return
         try:
             async with self.pool.connection() as conn:
-                for memory_id in replaced:
-                    await manage.keep_versions(conn, user_id, memory_id, self.settings.max_versions)
+                for holder, memory_id in replaced:
+                    await manage.keep_versions(conn, holder, memory_id, self.settings.max_versions)
         except (psycopg.Error, OSError) as exc:
             log.warning("keep_versions_failed", user_id=user_id, error=f"{type(exc).__name__}: {exc}"[:300])
 

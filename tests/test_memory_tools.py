@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from memory_proxy.memory_tools import MAX_CALLS_PER_TURN, MAX_REMEMBERED
+from memory_proxy.store import teams
 from tests.conftest import (
     BERLIN,
     BUN,
@@ -23,6 +24,7 @@ from tests.conftest import (
     metric,
     user_headers,
 )
+from tests.test_team_retrieval import DENO
 
 FINAL = "Final answer from the fake upstream."
 ASK = "What do you know about me?"
@@ -110,6 +112,21 @@ async def test_another_users_memory_is_never_returned(proxy: Any, outside: Any, 
     client = await proxy(MEMORY_TOOLS="search")
     await client.post(CHAT, json=chat_body(ASK), headers=user_headers(USER_A))
     assert tool_results(seen[1]) == ["[]"]
+
+
+async def test_search_covers_the_users_teams_and_only_theirs(proxy: Any, outside: Any, db: Any) -> None:
+    await add_memory(db, USER_A, BUN)
+    for team, member in (("platform", USER_A), ("billing", USER_B)):
+        await teams.create_team(db, team, team.title())
+        await teams.set_member(db, team, member)
+        await add_memory(db, teams.principal(team), DENO.replace("Deno", team))
+    client = await proxy(MEMORY_TOOLS="search")
+    expected = {USER_A: [BUN, "(team Platform) " + DENO.replace("Deno", "platform")],
+                USER_B: ["(team Billing) " + DENO.replace("Deno", "billing")]}  # B: never platform's
+    for user, texts in expected.items():
+        seen = script(outside, calling(call("search_memory", {"query": RUNTIME_Q})))
+        await client.post(CHAT, json=chat_body(ASK), headers=user_headers(user))
+        assert json.loads(tool_results(seen[1])[0]) == texts
 
 
 async def test_a_client_tool_call_passes_through_untouched(proxy: Any, outside: Any) -> None:

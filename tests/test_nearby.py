@@ -57,6 +57,16 @@ def test_a_word_matches_inflected_and_a_longer_word_does_not() -> None:
     assert list(lexicon.hits("kodowanieprogramu")) == []
 
 
+def test_an_english_technical_word_is_no_stem_of_a_longer_word() -> None:
+    """"port" is the stem of "portal" (a gate), and a network port in English: "staging moved to port 5433" is
+    a team's fact, not a door code (issue 37); the door words of the languages it names a gate in still work."""
+    lexicon = Lexicon({"door": ["portal", "slotje"]}, never=["port", "slot"])
+    assert list(lexicon.hits("port 5433, slot 2048")) == []
+    assert [h.groups for h in lexicon.hits("portal portalen")] == [("door",), ("door",)]
+    assert redact("Staging moved to port 5433, slot 2048.") == Redaction("Staging moved to port 5433, slot 2048.", ())
+    assert "4711" not in redact("portkoden är 4711").text
+
+
 def test_a_word_in_two_groups_is_in_both_and_an_acronym_matches_only_alone() -> None:
     lexicon = Lexicon({"password": ["κωδικός"], "code": ["κωδικός"], "identity": ["cpf"]}, whole=["identity"])
     assert [h.groups for h in lexicon.hits("κωδικός")] == [("password", "code")]

@@ -50,7 +50,7 @@ from ..prompts import load_prompt
 from ..scanner import Scanner
 from ..schemas import FactAttributes, Memory
 from ..settings import FormationSettings
-from ..store import memories, search
+from ..store import memories, search, teams
 from ..store.scope import user_scope
 from .content import MAX_FACTS_PER_TURN, Content, memory_content, same_text_key
 from .document import embedding_text
@@ -61,6 +61,7 @@ from .heuristics import contentless
 from .llm import MalformedReply, MemoryLLM
 from .provenance import checked
 from .resolve import Action, Relation, Resolution, confirmed, forgotten, proposals, relate
+from .whose import team_facts
 
 BEFORE_CHARS = 300  # of the assistant's previous message, shown for reference (answers to its question)
 MAX_MESSAGE_CHARS = 4000  # of the user's own words, shown to the model (the prompt stays bounded)
@@ -71,6 +72,7 @@ MAX_CONFIRMATIONS = 2  # destructive proposals checked per fact; past them the f
 REMEMBERED = "the chat model remembered it in this turn"  # why a protected memory is left as it is
 
 _ABOUT_USER = re.compile(r"^(the\s+)?user\b", re.I)
+_ABOUT_TEAM = re.compile(r"^(the\s+)?team\b", re.I)
 _WORD = re.compile(r"\w+")
 
 
@@ -135,23 +137,29 @@ async def form(turn: Turn, *, pool: AsyncConnectionPool, embedder: Embedder, llm
     formation.dropped += dropped
     if not kept:
         return formation
-    vectors = await embedder.embed([embedding_text(text, turn.said_at) for text, _ in kept])
-    compared: list[tuple[str, ExtractedFact, list[float], list[Memory]]] = []
-    async with pool.connection() as conn, user_scope(conn, turn.user_id):
+    scoped = [(text, fact, "") for text, fact in kept]  # (text, fact, holder: "" the user's own)
+    if settings.team_facts == "auto":  # whose is each fact: the user's, or one of their teams'
+        scoped = await _scoped(turn, said, earlier, elsewhere, kept, pool=pool, llm=llm, scanner=scanner,
+                               formation=formation)
+    vectors = await embedder.embed([embedding_text(text, turn.said_at) for text, _, _ in scoped])
+    compared: list[tuple[str, ExtractedFact, list[float], list[Memory], str]] = []
+    async with pool.connection() as conn, user_scope(conn, turn.user_id):  # a team's rows: a member's scope
         remembered = await _remembered(conn, turn)
-        for (text, fact), vector in zip(kept, vectors, strict=True):
+        for (text, fact, holder), vector in zip(scoped, vectors, strict=True):
             attributes = FactAttributes(memory_type=fact.type, expires_at=settings.expiry(fact.type, turn.said_at))
-            same = await memories.find_same_text(conn, turn.user_id, text)
+            same = await memories.find_same_text(conn, holder or turn.user_id, text)
             if same:
-                formation.resolutions.append(Resolution(text, vector, "ignore", same, "exact duplicate", attributes))
+                formation.resolutions.append(Resolution(text, vector, "ignore", same, "exact duplicate", attributes,
+                                                        holder))
                 continue
-            neighbors = await search.neighbours(conn, user_id=turn.user_id, model=embedder.model,
+            neighbors = await search.neighbours(conn, user_id=holder or turn.user_id, model=embedder.model,
                                                 embedding=vector, top_k=settings.neighbors, min_score=-1.0,
                                                 include_global=False)
-            compared.append((text, fact, vector, _beside(neighbors, remembered)))
+            # a team's fact is compared with the team's memories only: it never changes the user's own
+            compared.append((text, fact, vector, neighbors if holder else _beside(neighbors, remembered), holder))
     forgotten_ids = {r.target_id for r in formation.resolutions if r.action == "forget"}
     targets: dict[str, Memory] = {}
-    for text, fact, vector, neighbors in compared:  # the model's calls hold no database connection
+    for text, fact, vector, neighbors, holder in compared:  # the model's calls hold no database connection
         candidates = [m for m in neighbors if m.id not in forgotten_ids]
         relations: dict[int, Relation] = {}
         try:
@@ -161,10 +169,50 @@ async def form(turn: Turn, *, pool: AsyncConnectionPool, embedder: Embedder, llm
         action, target, why = await _chosen(llm, text, candidates, relations, formation, protected)
         attributes = FactAttributes(memory_type=fact.type, expires_at=settings.expiry(fact.type, turn.said_at))
         formation.resolutions.append(Resolution(text, vector, action, target.id if target else None, why,
-                                                attributes))
+                                                attributes, holder))
         targets.update({m.id: m for m in candidates})
     _settle(formation.resolutions, targets, settings)
     return formation
+
+
+async def _scoped(turn: Turn, said: OwnWords, earlier: list[str], elsewhere: str,
+                  kept: list[tuple[str, ExtractedFact]], *, pool: AsyncConnectionPool, llm: MemoryLLM,
+                  scanner: Scanner, formation: Formation) -> list[tuple[str, ExtractedFact, str]]:
+    """The kept facts with whose each is (TEAM_FACTS=auto): (text, fact, holder), holder "" for the user's
+    own. For a user in a team, the scope call (memory/whose.py) names the facts that are a team's, written
+    about the team; such a sentence passes the guards every fact passes (`kept_team_facts`), or the fact
+    stays the user's own, as does every fact when the call fails to answer."""
+    personal = [(text, fact, "") for text, fact in kept]
+    async with pool.connection() as conn:
+        mine = [membership.team for membership in await teams.teams_of(conn, turn.user_id)]
+    if not mine:
+        return personal
+    try:
+        found = await team_facts(llm, teams=mine, message=said.text[:MAX_MESSAGE_CHARS],
+                                 facts=[text for text, _ in kept])
+    except MalformedReply as exc:
+        formation.malformed.append(str(exc))
+        return personal
+    checked = await scanner.run(kept_team_facts, [f.text for f in found], said, earlier, elsewhere, turn.said_at)
+    for team_fact, (text, why) in zip(found, checked, strict=True):
+        if why:
+            formation.dropped.append({"fact": text[:200], "why": f"team_{why}"})  # the user's own fact stays
+        else:
+            personal[team_fact.index] = (text, kept[team_fact.index][1], teams.principal(team_fact.team.id))
+    return personal
+
+
+def kept_team_facts(texts: list[str], said: OwnWords, earlier: list[str], elsewhere: str,
+                    said_at: datetime) -> list[tuple[str, str | None]]:
+    """Each team sentence cleaned, with why it may not be stored (None: it may): the guards of `kept_facts`,
+    about the team ("Team …") instead of the user."""
+    checked: list[tuple[str, str | None]] = []
+    for raw in texts:
+        content = memory_content(raw.strip())
+        why = _why_not(content, [], _ABOUT_TEAM, "not_about_team") or grounding(
+            content.text, said=said, earlier=earlier, elsewhere=elsewhere, said_on=said_at.date())
+        checked.append((content.text, why))
+    return checked
 
 
 async def _provenance(llm: MemoryLLM, said: OwnWords, formation: Formation) -> OwnWords:
@@ -261,14 +309,16 @@ def kept_facts(facts: list[ExtractedFact], said: OwnWords, earlier: list[str], e
     return kept, dropped + [{"fact": "", "why": "over_cap"} for _ in facts[MAX_FACTS_READ:]]
 
 
-def _why_not(content: Content, kept: list[str]) -> str | None:
-    """Why a fact is not stored whatever it says (memory_proxy_facts_dropped_total{reason}), or None."""
+def _why_not(content: Content, kept: list[str], about: re.Pattern[str] = _ABOUT_USER,
+             off_subject: str = "not_about_user") -> str | None:
+    """Why a fact is not stored whatever it says (memory_proxy_facts_dropped_total{reason}), or None; `about`:
+    the subject it must start with (the user's, by default)."""
     if content.oversized:
         return "too_long"
     if not content.text:
         return "empty"
-    if not _ABOUT_USER.match(content.text):
-        return "not_about_user"
+    if not about.match(content.text):
+        return off_subject
     if content.secrets:
         return "secret"
     if content.problem:

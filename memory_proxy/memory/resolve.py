@@ -54,6 +54,7 @@ class Resolution:
     target_id: str | None
     reason: str
     attributes: FactAttributes = field(default_factory=FactAttributes)
+    holder: str = ""  # whose memories it changes: a team's principal ("team:<id>"); "" for the job's user
 
 
 class _Relations(BaseModel):

@@ -90,15 +90,17 @@ async def _in_database(pool: psycopg_pool.AsyncConnectionPool, budget_s: float,
 
 async def retrieve_memories(*, pool: psycopg_pool.AsyncConnectionPool, embedder: Embedder, user_id: str,
                             query: str, settings: RetrievalSettings, vector: list[float] | None = None,
-                            indexes: Indexes | None = None) -> list[Memory]:
-    """The query tier: the user's best memories for `query`, ranked (the search API and benchmarks)."""
+                            indexes: Indexes | None = None, with_teams: bool = False) -> list[Memory]:
+    """The query tier: the user's best memories for `query`, ranked (the search API, the search tool and
+    benchmarks); `with_teams`: then those of the user's teams, as a chat turn has them."""
     words = None
     if vector is None:
         async with _phase("embedder", settings.timeout_s):
             vector, words = await embed_query(embedder, query, settings.ranking.late_weight > 0)
     found = await _search(pool, indexes, embedder, user_id, query, vector, settings, tiers=False, words=words,
-                          with_teams=False)
-    return _ranked(found.personal, settings)
+                          with_teams=with_teams)
+    mine = _ranked(found.personal, settings)
+    return [*mine, *_team_tier(found, mine, settings)] if with_teams else mine
 
 
 async def memories_for_turn(*, pool: psycopg_pool.AsyncConnectionPool, embedder: Embedder, user_id: str,

@@ -44,7 +44,11 @@ class _Word(NamedTuple):
 
 
 class Lexicon:
-    def __init__(self, groups: Mapping[str, Iterable[str]], whole: Collection[str] = ()) -> None:
+    def __init__(self, groups: Mapping[str, Iterable[str]], whole: Collection[str] = (),
+                 never: Collection[str] = ()) -> None:
+        """`never`: tokens that are no word of any group, even where one's stem would take them ("port" for
+        "portal", whose stem it is: in English it is a network port)."""
+        self._never = frozenset(fold(w.lower()) for w in never)
         found: dict[str, dict[str, bool]] = defaultdict(dict)  # word -> {group: whole}
         for group, words in groups.items():
             for word in {fold(w.strip().lower()) for w in words if len(w.strip()) >= 2}:
@@ -74,7 +78,7 @@ class Lexicon:
                 rest = tail.end() - end if tail else 0
                 alone = rest == len(entry.word) - len(entry.stem) and low.startswith(entry.word, start)
                 groups = (*(entry.inflected if rest <= _INFLECTION else ()), *(entry.whole if alone else ()))
-                if groups:
+                if groups and low[start:end + rest] not in self._never:
                     return Hit(start, end + rest, groups)
         return None
 

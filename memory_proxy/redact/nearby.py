@@ -36,7 +36,7 @@ from .lexicon import Hit, Lexicon, fold
 from .passwords import STRONG
 from .rule import Span, looks_random
 
-_LEXICON = Lexicon(words.groups(), words.WHOLE)
+_LEXICON = Lexicon(words.groups(), words.WHOLE, words.NOT_IN_ENGLISH)
 
 _PLACEHOLDER = re.compile(r"\[REDACTED: \w+\]")
 _SENTENCE_END = re.compile(r"[.!?](?=\s+(?![a-zà-ÿ])|$)|[\n。！？]")  # "Praha1348! je heslo": no end

@@ -70,7 +70,7 @@ _ANSWER = ("mother's maiden name", "mothers maiden name", "maiden name", "first 
 
 # Words of one language that are a technical term in English, where a number after them is no code: a network
 # port ("port 8080", Swedish for a gate) or a slot ("slot 2048", Dutch for a lock).
-_NOT_IN_ENGLISH = frozenset({"port", "slot"})
+NOT_IN_ENGLISH = frozenset({"port", "slot"})
 
 
 def groups() -> dict[str, list[str]]:
@@ -80,7 +80,7 @@ def groups() -> dict[str, list[str]]:
     return {
         "password": [*catalogs["password"], *django, "pw"],  # "pw": a loanword of chat in many languages
         "code": [*catalogs["code"], "pin", "пин"],  # the same word in every Latin and Cyrillic locale
-        "door": [*(w for w in catalogs["door"] if w not in _NOT_IN_ENGLISH), *_DOOR],
+        "door": [*(w for w in catalogs["door"] if w not in NOT_IN_ENGLISH), *_DOOR],
         "recovery": [*catalogs["recovery"], *_RECOVERY],
         "key": catalogs["key"],
         "one_time": list(_ONE_TIME),

@@ -1,8 +1,10 @@
 """Management SQL: list, get, edit, pin, delete, history, export and erase one user's memories.
 
-Every function acts for ONE user inside that user's row-level security scope (scope.py), so PostgreSQL
-itself keeps a caller to that user's links and audit rows. The one exception is the last step of
-`erase_user`: deleting vectors no longer linked by anyone, which must see every user's links.
+Every function acts for ONE holder (a user, or a team's principal) inside its row-level security scope
+(scope.py), so PostgreSQL itself keeps a caller to that holder's links and audit rows. The exceptions see
+every holder's rows, for what a user wrote in teams (`export`, `erase_user`: by `author` and `actor`,
+db/migrations/0014, in teams the user may have left since), and for the last step of `erase_user`: deleting
+vectors no longer linked by anyone.
 
 Audit actions written here (memory_updates.action): edit (old → new version) and delete (old only); pin
 and unpin (old = new = the memory) by memories.set_pinned. A deleted memory is a retired link
@@ -20,7 +22,7 @@ from psycopg import AsyncConnection
 
 from ..schemas import FactAttributes
 from . import memories
-from .scope import all_users, user_scope
+from .scope import all_users, in_all_users, user_scope
 from .search import LIVE as _LIVE
 
 _COLUMNS = (f"v.id, v.content, v.memory_type, uv.pinned, uv.created_at, v.stated_at, v.expires_at, uv.access_count,"
@@ -28,8 +30,8 @@ _COLUMNS = (f"v.id, v.content, v.memory_type, uv.pinned, uv.created_at, v.stated
 _NAMES = ("id", "content", "memory_type", "pinned", "created_at", "stated_at", "expires_at", "access_count",
           "last_accessed_at", "superseded_at", "superseded_by", "active")
 _FROM = "FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id WHERE uv.user_id = %(user)s"
-_UPDATE_COLUMNS = "id::text, action, reason, old_vector_id, new_vector_id, created_at"
-_UPDATE_NAMES = ("id", "action", "reason", "old_id", "new_id", "created_at")
+_UPDATE_COLUMNS = "id::text, action, reason, old_vector_id, new_vector_id, created_at, actor"
+_UPDATE_NAMES = ("id", "action", "reason", "old_id", "new_id", "created_at", "actor")
 
 
 class EditConflict(Exception):
@@ -167,8 +169,15 @@ async def history(conn: AsyncConnection[Any], user_id: str, vector_id: str) -> d
                 "updates": _rows(await updates.fetchall(), _UPDATE_NAMES)}
 
 
+_AUTHORED = (f"SELECT {_COLUMNS}, substr(uv.user_id, length('team:') + 1) FROM users_vectors uv"
+             " JOIN vectors v ON v.id = uv.vector_id WHERE uv.author = %(user)s AND uv.user_id LIKE 'team:%%'"
+             " AND uv.superseded_at IS NULL"
+             " ORDER BY uv.created_at, v.id")
+
+
 async def export(conn: AsyncConnection[Any], user_id: str) -> dict[str, Any]:
-    """Everything held for the user: active memories, retired versions, audit rows, pending jobs' count."""
+    """Everything held for the user: active memories, retired versions, audit rows, pending jobs' count, and
+    the active team memories they wrote (in any team, also one they have left)."""
     async with user_scope(conn, user_id):
         links = await conn.execute(f"SELECT {_COLUMNS} {_FROM} ORDER BY uv.created_at, v.id", {"user": user_id})
         updates = await conn.execute(f"SELECT {_UPDATE_COLUMNS} FROM memory_updates WHERE user_id = %s"
@@ -177,8 +186,10 @@ async def export(conn: AsyncConnection[Any], user_id: str) -> dict[str, Any]:
         every = _rows(await links.fetchall())
         audit_rows = _rows(await updates.fetchall(), _UPDATE_NAMES)
         pending = (await jobs.fetchone() or [0])[0]
+    async with in_all_users(conn):
+        authored = _rows(await (await conn.execute(_AUTHORED, {"user": user_id})).fetchall(), (*_NAMES, "team"))
     return {"memories": [m for m in every if m["active"]], "history": [m for m in every if not m["active"]],
-            "updates": audit_rows, "jobs": int(pending)}
+            "updates": audit_rows, "jobs": int(pending), "team_memories": authored}
 
 
 async def counts(conn: AsyncConnection[Any], user_id: str) -> dict[str, int]:
@@ -195,15 +206,20 @@ async def counts(conn: AsyncConnection[Any], user_id: str) -> dict[str, int]:
 
 async def erase_user(conn: AsyncConnection[Any], user_id: str) -> dict[str, int]:
     """GDPR erasure: the user's links, audit rows, formation jobs and team memberships (one transaction, user
-    scope), then the vectors nobody links any more and that are not global (every user's links must be seen)."""
+    scope), then the vectors nobody links any more and that are not global (every user's links must be seen).
+    The team memories the user wrote stay the team's, written by nobody: `author` and the audit rows' `actor`
+    set to NULL in every team (`team_memories`: how many memories)."""
     async with user_scope(conn, user_id):
         memberships = await conn.execute("DELETE FROM team_members WHERE user_id = %s", [user_id])
         jobs = await conn.execute("DELETE FROM memory_jobs WHERE user_id = %s", [user_id])
         updates = await conn.execute("DELETE FROM memory_updates WHERE user_id = %s", [user_id])
         links = await conn.execute("DELETE FROM users_vectors WHERE user_id = %s RETURNING vector_id", [user_id])
         vector_ids = [r[0] for r in await links.fetchall()]
+    async with all_users(conn):
+        authored = await conn.execute("UPDATE users_vectors SET author = NULL WHERE author = %s", [user_id])
+        await conn.execute("UPDATE memory_updates SET actor = NULL WHERE actor = %s", [user_id])
     counts = {"memories": len(vector_ids), "updates": updates.rowcount, "jobs": jobs.rowcount,
-              "memberships": memberships.rowcount}
+              "memberships": memberships.rowcount, "team_memories": authored.rowcount}
     counts["vectors"] = await delete_orphan_vectors(conn, vector_ids)
     return counts
 

@@ -11,6 +11,10 @@ gauges, operator listings) runs `in_all_users`. Both open their own scope on an 
 a transaction, join it under the scope its opener set (they never widen nor switch it: one transaction,
 one scope). Functions keyed by a job id (`jobs.complete`, `jobs.fail`) run in their caller's scope.
 
+A scope also names who acts, when it is a member acting on a team's rows (`acting_member`, set by the team
+routes of the management API for the request): the setting `memory_proxy.actor`, which db/migrations/0014
+writes as a new link's `author` and an audit row's `actor`. Nowhere else is it set.
+
 A scope runs in pipeline mode: BEGIN, the setting, the statements and COMMIT go out together and the
 server is waited for only when a result is fetched, so a one-query scope (a search) is one round trip.
 Hence cursor results and `rowcount` are read after the block, or fetched inside it.
@@ -20,13 +24,16 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+from contextvars import ContextVar
 from typing import Any
 
 from psycopg import AsyncConnection, ProgrammingError
 from psycopg.pq import TransactionStatus
 
 _SET_SCOPE = ("SELECT set_config('memory_proxy.user_id', %s, true),"
-              " set_config('memory_proxy.all_users', %s, true)")
+              " set_config('memory_proxy.all_users', %s, true), set_config('memory_proxy.actor', %s, true)")
+# The member acting on a team's rows in this request (the team routes' guard sets it; "" everywhere else).
+acting_member: ContextVar[str] = ContextVar("acting_member", default="")
 
 
 @asynccontextmanager
@@ -66,5 +73,5 @@ async def _scope(conn: AsyncConnection[Any], user_id: str, every_user: str) -> A
         # Nested, the setting would outlive the inner block and rescope the rest of the outer transaction.
         raise ProgrammingError("a scope opens its own transaction; this connection is already in one")
     async with conn.pipeline(), conn.transaction():
-        await conn.execute(_SET_SCOPE, [user_id, every_user])
+        await conn.execute(_SET_SCOPE, [user_id, every_user, acting_member.get()])
         yield

@@ -122,6 +122,13 @@ async def teams_of(conn: AsyncConnection[Any], user_id: str) -> list[Membership]
     return [Membership(team=_team(row), role=row[5]) for row in await cur.fetchall()]
 
 
+async def role_of(conn: AsyncConnection[Any], team_id: str, user_id: str) -> Role | None:
+    """`user_id`'s role in the team now, or None when they are not a member (or there is no such team)."""
+    cur = await conn.execute("SELECT role FROM team_members WHERE team_id = %s AND user_id = %s", [team_id, user_id])
+    row = await cur.fetchone()
+    return row[0] if row else None
+
+
 async def members(conn: AsyncConnection[Any], team_id: str) -> list[Member]:
     """The members of a team, by user id."""
     cur = await conn.execute("SELECT user_id, role, added_at FROM team_members WHERE team_id = %s ORDER BY user_id",
