@@ -241,8 +241,8 @@ def team_stale_report(ts: dict[str, Any]) -> list[str]:
            f"| {ts.get('turns_after', 0)} | **{ts.get('violations', 0)}** | {ts.get('in_flight_injected', 0)} "
            f"| {ts.get('errors', 0)} | {ts.get('not_warmed', 0)} / {ts.get('not_injected', 0)} "
            f"| {ts.get('control_turns_after', 0)} / {ts.get('control_missing', 0)} |", "",
-           "Each round: a new team of two users holding one memory (written into PostgreSQL as `team:<id>`: no API "
-           "writes a team's memory yet), injected into both members' turns by every replica (their indexes and the "
+           "Each round: a new team of two users holding one memory (written through the API as the team's, "
+           "`POST /api/v1/teams/{id}/memories`), injected into both members' turns by every replica (their indexes and the "
            "team's loaded); two clients per replica sending one member's turns back to back and one client the "
            "other's (the control), then DELETE /api/v1/teams/{id}/members/{user} (even rounds) or "
            "DELETE /api/v1/teams/{id} (odd) through another replica; the load runs on until each replica served 3 "

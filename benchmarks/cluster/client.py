@@ -146,14 +146,10 @@ async def seed(direct_url: str, users: list[str], count: int = FILLERS, relevant
         await asyncio.gather(*(one(u) for u in users))
 
 
-async def seed_team(direct_url: str, team_id: str, content: str) -> str:
-    """One memory of the team (held by its principal ``team:<id>``) stored straight into the database,
-    embedded as the fake embeds: the memory API writes a user's memories only (a ``team:`` user id is
-    refused), and formation stores every fact as the user's own (docs/TEAMS.md). Returns its id."""
-    from memory_proxy.store.database import make_pool
-    from memory_proxy.store.memories import add_or_find_memory
-    from memory_proxy.store.teams import principal
-
-    async with make_pool(direct_url, 1) as pool, pool.connection() as conn:
-        return await add_or_find_memory(conn, user_id=principal(team_id), content=content,
-                                        embedding=embed(content, EMBED_DIMS), model=EMBED_MODEL)
+async def create_team_memory(client: httpx.AsyncClient, node: Node, team_id: str, content: str) -> str:
+    """One memory of the team, written through ``node``'s API as an operator (``POST /api/v1/teams/{id}/memories``):
+    held by the team's principal ``team:<id>``. Returns its id."""
+    reply = await client.post(node.url + f"{TEAMS}/{team_id}/memories", headers=AUTH,
+                              json={"content": content, "memory_type": "project"})
+    assert reply.status_code in (200, 201), reply.text
+    return str(reply.json()["id"])

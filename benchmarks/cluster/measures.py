@@ -25,12 +25,12 @@ from .client import (
     Turn,
     create_memory,
     create_team,
+    create_team_memory,
     delete_memory,
     leave_team,
     marker,
     probe,
     seed,
-    seed_team,
     seen,
     user_headers,
     warm,
@@ -215,7 +215,7 @@ async def _team_ready(http: httpx.AsyncClient, cl: Cluster, writer: Node, team: 
     await create_team(http, writer, team, members)
     # Team memories are never always-on, only searched: the text holds the probe's question, so that the
     # probe's search finds it (cosine 0.89 with the fake's embeddings, above RETRIEVAL_MIN_SCORE's 0.8).
-    await seed_team(cl.direct, team, f"{PROBE_TEXT} The team's code word is {mark}.")
+    await create_team_memory(http, writer, team, f"{PROBE_TEXT} The team's code word is {mark}.")
     warmed = [await warm(http, cl.replicas, m, lookups=2) for m in members]  # one at a time: counters are per node
     since = time.monotonic()
     found = await asyncio.gather(*(until_injected(http, cl, n, m, mark, since, 10)
