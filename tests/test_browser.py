@@ -56,7 +56,7 @@ def _flow(driver: Any, base_url: str) -> None:
     """As a new user would: connect, find a memory by words, edit it, pin it, see its history, delete it."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
-    from selenium.webdriver.support.ui import WebDriverWait
+    from selenium.webdriver.support.ui import Select, WebDriverWait
 
     wait = WebDriverWait(driver, WAIT_S)
 
@@ -105,6 +105,14 @@ def _flow(driver: Any, base_url: str) -> None:
     wait.until(status_is("Deleted."))
     assert items() == []
 
+    # a team's memories: chosen in the scope menu, read and written like one's own
+    Select(driver.find_element(By.ID, "scope")).select_by_visible_text("Platform")
+    wait.until(status_is("1 memories of team Platform."))
+    assert items()[0].find_element(By.CLASS_NAME, "content").text == "Team's staging database runs on port 5433."
+    driver.find_element(By.ID, "new-content").send_keys("Team ships on Thursdays.")
+    driver.find_element(By.ID, "create").click()
+    wait.until(lambda d: len(items()) == 2)
+
 
 async def test_find_edit_pin_history_delete_in_a_real_browser(live_url: str) -> None:
     if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
@@ -116,6 +124,11 @@ async def test_find_edit_pin_history_delete_in_a_real_browser(live_url: str) -> 
         for content in ("User prefers green tea over coffee.", "User lives in Berlin.", "User has a dog named Rex."):
             assert (await api.post(f"{API}/memories", params={"user": USER_A}, json={"content": content})).is_success
         other = await api.post(f"{API}/memories", params={"user": USER_B}, json={"content": "User B drinks tea."})
+        await api.post(f"{API}/teams/", json={"id": "platform", "name": "Platform"})
+        await api.put(f"{API}/teams/platform/members/{USER_A}", json={"role": "editor"})
+        team = await api.post(f"{API}/teams/platform/memories",
+                              json={"content": "Team's staging database runs on port 5433."})
+        assert team.status_code == 201, team.text
 
         with tempfile.TemporaryDirectory(prefix="mp-chromium-") as profile:
             driver = await asyncio.to_thread(_driver, profile)
@@ -128,3 +141,6 @@ async def test_find_edit_pin_history_delete_in_a_real_browser(live_url: str) -> 
         assert sorted(m["content"] for m in left) == ["User has a dog named Rex.", "User lives in Berlin."]
         b_memory = (await api.get(f"{API}/memories/{other.json()['id']}", params={"user": USER_B})).json()
         assert b_memory["active"] and b_memory["content"] == "User B drinks tea."
+        written = (await api.get(f"{API}/teams/platform/memories")).json()["data"]
+        assert sorted(m["content"] for m in written) == ["Team ships on Thursdays.",
+                                                         "Team's staging database runs on port 5433."]

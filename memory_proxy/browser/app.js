@@ -16,12 +16,19 @@ function status(text, isError = false) {
   $("#status").className = isError ? "error" : "";
 }
 
-// One API call for the user of this session; throws with the API's error message.
+// Whose memories the page shows: the user's own (""), or a team's (its id), from the scope menu.
+function scope() {
+  return $("#scope").value ? `/teams/${encodeURIComponent($("#scope").value)}` : "";
+}
+
+// One API call for the user of this session, on the chosen scope's memories for a /memories path; throws
+// with the API's error message.
 async function call(method, path, params = {}, body = undefined) {
   const { key, user } = credentials();
   const query = new URLSearchParams(params);
   if (user) query.set("user", user);
-  const response = await fetch(`${API}${path}?${query}`, {
+  const scoped = path.startsWith("/memories") ? scope() + path : path;
+  const response = await fetch(`${API}${scoped}?${query}`, {
     method,
     headers: { authorization: `Bearer ${key}`, ...(body ? { "content-type": "application/json" } : {}) },
     body: body ? JSON.stringify(body) : undefined,
@@ -111,7 +118,8 @@ async function load(more = false) {
     if (more) $("#list").append(...items); else $("#list").replaceChildren(...items);
     cursor = page.next_cursor;
     $("#more").hidden = !cursor;
-    status(`${$("#list").children.length} memories of ${page.user}.`);
+    const whose = page.user.startsWith("team:") ? `team ${$("#scope").selectedOptions[0].textContent}` : page.user;
+    status(`${$("#list").children.length} memories of ${whose}.`);
   } catch (error) {
     status(error.message, true);
   }
@@ -141,13 +149,31 @@ async function showHistory(id) {
   }
 }
 
+// The scope menu: the user's own memories, then each team the key may read (a user's teams; every team for an
+// operator's key).
+async function loadTeams() {
+  const mine = el("option", { value: "", textContent: "my memories" });
+  try {
+    const { teams } = await call("GET", "/teams/");
+    $("#scope").replaceChildren(mine, ...teams.map((t) => el("option", { value: t.id, textContent: t.name })));
+  } catch (error) {
+    $("#scope").replaceChildren(mine);
+  }
+}
+
+async function connect() {
+  $("#app").hidden = false;
+  await loadTeams();
+  await load();
+}
+
 $("#login").addEventListener("submit", (event) => {
   event.preventDefault();
   sessionStorage.setItem("mp-key", $("#key").value.trim());
   sessionStorage.setItem("mp-user", $("#user").value.trim());
-  $("#app").hidden = false;
-  load();
+  connect();
 });
+$("#scope").addEventListener("change", () => load());
 $("#logout").addEventListener("click", () => {
   sessionStorage.clear();
   $("#key").value = $("#user").value = "";
@@ -166,6 +192,5 @@ $("#add").addEventListener("submit", (event) => {
 if (credentials().key) {  // a reload keeps the session
   $("#key").value = credentials().key;
   $("#user").value = credentials().user;
-  $("#app").hidden = false;
-  load();
+  connect();
 }
