@@ -123,3 +123,18 @@ def test_each_run_gives_a_team_an_id_the_api_takes_and_no_two_names_the_same() -
     assert ident("a1b2c3", "td-en-staging-port", "platform") == "a1b2c3-td-en-staging-port-platform"
     long = [ident("a1b2c3", "td-" + "x" * 70, name) for name in ("ward4", "ward6", "équipe")]
     assert all(TEAM_ID.fullmatch(i) for i in long) and len(set(long)) == 3
+
+
+def test_the_runners_table_counts_each_split_and_names_no_scenario() -> None:
+    from benchmarks.team_quality.__main__ import figures, table
+
+    [scenario] = load_scenarios([EXAMPLE])
+    wrong = copy.deepcopy(simulate(scenario))
+    wrong["scopes"]["personal:ana"] += wrong["scopes"].pop("team:platform")
+    test = dataclasses.replace(scenario, id="tt-x", split="test")
+    counts = figures([scenario, test], [judge(scenario, simulate(scenario)), judge(test, wrong)])
+    assert list(counts) == ["dev", "test", "all"] and "tt-x" not in table(counts)
+    assert table(counts).splitlines()[2:] == [
+        "| dev | 1 | 1/1 | 0 | 0/1 | 1/1 | 1/1 | 0 | 0 | 0/2 |",
+        "| test | 1 | 0/1 | 0 | 1/1 | 0/1 | 1/1 | 0 | 0 | 0/2 |",
+        "| all | 2 | 1/2 | 0 | 1/2 | 1/2 | 2/2 | 0 | 0 | 0/4 |"]
