@@ -102,6 +102,7 @@ class TeamRun:
                 if self.oracle:
                     self.oracle.turn, self.oracle.said_on = said, self.served.clock.at.date()
                 await self.run.chat(user_id, past, turn)
+                chats[speaker] += 1
                 if isinstance(event, Probe):
                     shown = injected(self.served.upstream.requests[-1])
                     result["injected"].append([text for _, text in shown])
@@ -109,7 +110,6 @@ class TeamRun:
                 else:
                     history[speaker] = [*past, {"role": "user", "content": event.user},
                                         {"role": "assistant", "content": event.assistant}]
-                chats[speaker] += 1
                 result["job_seconds"].append(await self.run.formation_seconds(user_id, chats[speaker]))
             except Exception as exc:  # noqa: BLE001 - recorded for this scenario; the run goes on
                 kind = type(event).__name__.lower()
