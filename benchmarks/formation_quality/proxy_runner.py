@@ -23,11 +23,12 @@ import sys
 import tempfile
 import time
 import uuid
-from contextlib import nullcontext
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import httpx
 import psycopg
@@ -35,9 +36,9 @@ from prometheus_client import REGISTRY
 
 from memory_proxy.app import create_app
 from memory_proxy.observability import configure_logging
-from memory_proxy.settings import load_settings
+from memory_proxy.settings import Settings, load_settings
 from memory_proxy.testing.asgi import serving
-from memory_proxy.testing.memory_llm import FakeMemoryLLM, asgi_app
+from memory_proxy.testing.memory_llm import FakeMemoryLLM, Script, asgi_app
 
 from .scenarios import Turn, User
 from .scripted import OracleScript, ScriptedChat
@@ -60,12 +61,16 @@ class Clock:
         return self.at
 
 
-def injected_texts(request: dict[str, Any]) -> list[str]:
-    """The memory texts of the `<user_memories>` block the proxy put into this upstream request."""
+def memory_block(request: dict[str, Any]) -> str:
+    """The `<user_memories>` block the proxy put into this upstream request's system prompt ("" for none)."""
     system = "\n".join(m.get("content") or "" for m in request.get("messages", [])
                        if m.get("role") == "system" and isinstance(m.get("content"), str))
-    block = system.split("<user_memories>", 1)[1].split("</user_memories>", 1)[0] if "<user_memories>" in system else ""
-    return [json.loads(quoted) for quoted in _MEMORY_LINE.findall(block)]
+    return system.split("<user_memories>", 1)[1].split("</user_memories>", 1)[0] if "<user_memories>" in system else ""
+
+
+def injected_texts(request: dict[str, Any]) -> list[str]:
+    """The memory texts of the `<user_memories>` block the proxy put into this upstream request."""
+    return [json.loads(quoted) for quoted in _MEMORY_LINE.findall(memory_block(request))]
 
 
 def _llm_counts() -> dict[str, float]:
@@ -108,8 +113,8 @@ class ProxyRun:
                 self.memory_llm.turn, self.memory_llm.said_on = turn, self.clock.at.date()
             before = _llm_counts()
             try:
-                await self._chat(user_id, history, turn, user=user, chat_id=chat_id)
-                seconds = await self._formation_seconds(user_id, number)
+                await self.chat(user_id, history, turn, user=user, chat_id=chat_id)
+                seconds = await self.formation_seconds(user_id, number)
             except Exception as exc:  # noqa: BLE001 - recorded for this user; the run goes on
                 result["errors"].append(f"turn {number}: {type(exc).__name__}: {exc}")
                 seconds = None
@@ -119,32 +124,33 @@ class ProxyRun:
                                     "completion_tokens": after["completion"] - before["completion"]})
             history += [{"role": "user", "content": turn.user}, {"role": "assistant", "content": turn.assistant}]
         result["active"] = await self._active(user_id)
-        result["audit_rows"] = await self._audit_rows(user_id)
-        result["memories"] = await self._memories(user_id)
+        result["audit_rows"] = await self.audit_rows(user_id)
+        result["memories"] = await self.memories(user_id)
         self.clock.at = start + timedelta(days=user.probe.day)
         if self.memory_llm:
             self.memory_llm.turn, self.memory_llm.said_on = user.probe, self.clock.at.date()
-        await self._chat(user_id, [], user.probe, user=user, chat_id=str(uuid.uuid4()))
+        await self.chat(user_id, [], user.probe, user=user, chat_id=str(uuid.uuid4()))
         result["injected"] = injected_texts(self.upstream.requests[-1])
-        await self._formation_seconds(user_id, len(user.turns) + 1)  # its LLM calls are not the next user's
+        await self.formation_seconds(user_id, len(user.turns) + 1)  # its LLM calls are not the next user's
         result["asked"] = []
         for number, question in enumerate(user.questions, len(user.turns) + 2):
             asked = Turn(day=user.probe.day, user=question)
             if self.memory_llm:
                 self.memory_llm.turn = asked
-            await self._chat(user_id, [], asked, user=user, chat_id=str(uuid.uuid4()))
+            await self.chat(user_id, [], asked, user=user, chat_id=str(uuid.uuid4()))
             result["asked"].append(injected_texts(self.upstream.requests[-1]))
-            await self._formation_seconds(user_id, number)
+            await self.formation_seconds(user_id, number)
         return result
 
-    async def _chat(self, user_id: str, history: list[dict[str, str]], turn: Turn, *, user: User,
-                    chat_id: str) -> None:
+    async def chat(self, user_id: str, history: list[dict[str, str]], turn: Turn, *, user: User | None = None,
+                   chat_id: str = "") -> None:
+        """One streamed chat turn of `user_id` (sent as OpenWebUI sends it when `user` is an OpenWebUI user)."""
         self.upstream.say = turn.assistant
-        system = [{"role": "system", "content": user.system}] if user.openwebui and user.system else []
+        system = [{"role": "system", "content": user.system}] if user and user.openwebui and user.system else []
         body = {"model": "benchmark", "stream": True,
                 "messages": [*system, *history, {"role": "user", "content": turn.user}]}
         headers = {"X-OpenWebUI-User-Id": user_id}
-        if user.openwebui:  # as OpenWebUI 0.12.4 forwards a chat turn (../shared/OPENWEBUI.md)
+        if user and user.openwebui:  # as OpenWebUI 0.12.4 forwards a chat turn (../shared/OPENWEBUI.md)
             headers |= {"X-OpenWebUI-User-Name": "Benchmark%20User", "X-OpenWebUI-User-Role": "user",
                         "X-OpenWebUI-User-Email": f"{user.id}@example.com", "X-OpenWebUI-Chat-Id": chat_id}
         async with self.client.stream("POST", "/v1/chat/completions", json=body, headers=headers) as response:
@@ -153,7 +159,7 @@ class ProxyRun:
         if response.status_code != 200:
             raise RuntimeError(f"chat turn: HTTP {response.status_code}")
 
-    async def _formation_seconds(self, user_id: str, jobs_expected: int) -> float | None:
+    async def formation_seconds(self, user_id: str, jobs_expected: int) -> float | None:
         """Wait for the user's jobs to end (done or dead); the last one's time from written to finished."""
         deadline = time.monotonic() + JOB_DEADLINE_S
         async with await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True) as conn:
@@ -177,7 +183,7 @@ class ProxyRun:
         response.raise_for_status()
         return [m["content"] for m in response.json()["data"]]
 
-    async def _memories(self, user_id: str) -> dict[str, dict[str, Any]]:
+    async def memories(self, user_id: str) -> dict[str, dict[str, Any]]:
         """Every memory the user ever held, by id: its text and whether it is still active (for steps.py,
         which follows each fact through the decision log's ids)."""
         async with await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True) as conn:
@@ -187,24 +193,37 @@ class ProxyRun:
             rows = await cur.fetchall()
         return {row[0]: {"content": row[1], "active": bool(row[2])} for row in rows}
 
-    async def _audit_rows(self, user_id: str) -> int:
+    async def audit_rows(self, user_id: str) -> int:
         async with await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True) as conn:
             cur = await conn.execute("SELECT count(*) FROM memory_updates WHERE user_id = %s", (user_id,))
             row = await cur.fetchone()
         return int(row[0]) if row else 0
 
 
-async def run_proxy(users: list[User], *, llm_base_url: str | None, llm_model: str = "local",
-                    llm_mode: str = "json", database_url: str | None = None, log_file: Path | None = None,
-                    extra_env: dict[str, str] | None = None, oracle: bool = False) -> dict[str, Any]:
-    """Run `users` through a fresh memory-proxy; return the results in the common format (README). Without
-    `llm_base_url` the memory LLM is scripted: the oracle, or the fake."""
+@dataclass
+class Served:
+    """A memory-proxy serving in this process (`proxy_serving`): the API client with the operator key, its
+    database, the scripted upstream, the clock it reads, its settings, and the console (stderr before the
+    proxy's log lines were sent to the log file)."""
+
+    client: httpx.AsyncClient
+    conninfo: str
+    upstream: ScriptedChat
+    clock: Clock
+    settings: Settings
+    console: TextIO
+
+
+@asynccontextmanager
+async def proxy_serving(script: Script | None, *, llm_base_url: str | None, llm_model: str = "local",
+                        llm_mode: str = "json", database_url: str | None = None, log_file: Path | None = None,
+                        extra_env: dict[str, str] | None = None) -> AsyncIterator[Served]:
+    """A fresh memory-proxy on uvicorn, ready: its memory LLM the server at `llm_base_url`, or else the
+    `FakeMemoryLLM` answering with `script(purpose, prompt)`; with `log_file`, the proxy's log lines go there."""
     data_dir = Path(tempfile.mkdtemp(prefix="formation-bench-"))
     upstream = ScriptedChat("scripted-upstream")
-    memory_llm = None if llm_base_url else OracleScript(fake=not oracle)
-    llm_app = asgi_app(FakeMemoryLLM(script=memory_llm, usage=NO_USAGE)) if memory_llm else None
+    llm_app = None if llm_base_url else asgi_app(FakeMemoryLLM(script=script, usage=NO_USAGE))
     clock = Clock(datetime.now(UTC))
-    started = datetime.now(UTC)
     async with serving(upstream) as upstream_url, (serving(llm_app) if llm_app else nullcontext()) as fake_llm_url:
         env = {
             "MEMORY_PROXY_DATA_DIR": str(data_dir),
@@ -224,8 +243,6 @@ async def run_proxy(users: list[User], *, llm_base_url: str | None, llm_model: s
         }
         settings = load_settings(env)
         app = create_app(settings, clock=clock)
-        tag = uuid.uuid4().hex[:6]
-        results = []
         log = log_file.open("w") if log_file else None
         stderr = sys.stderr
         if log:
@@ -235,19 +252,33 @@ async def run_proxy(users: list[User], *, llm_base_url: str | None, llm_model: s
             async with serving(app) as proxy_url, httpx.AsyncClient(
                     base_url=proxy_url, timeout=600, headers={"Authorization": f"Bearer {API_KEY}"}) as client:
                 await _wait_ready(client)
-                run = ProxyRun(client, app.state.services.pool.conninfo, upstream, memory_llm, clock)
-                for user in users:
-                    began = time.monotonic()
-                    results.append(await run.user(user, tag))
-                    seconds = [t["seconds"] for t in results[-1]["turns"] if t["seconds"] is not None]
-                    print(f"proxy {user.id}: {time.monotonic() - began:.1f} s, jobs {seconds}", file=stderr)
+                yield Served(client, app.state.services.pool.conninfo, upstream, clock, settings, stderr)
         finally:
             sys.stderr = stderr
             if log:
                 log.close()
+
+
+async def run_proxy(users: list[User], *, llm_base_url: str | None, llm_model: str = "local",
+                    llm_mode: str = "json", database_url: str | None = None, log_file: Path | None = None,
+                    extra_env: dict[str, str] | None = None, oracle: bool = False) -> dict[str, Any]:
+    """Run `users` through a fresh memory-proxy; return the results in the common format (README). Without
+    `llm_base_url` the memory LLM is scripted: the oracle, or the fake."""
+    memory_llm = None if llm_base_url else OracleScript(fake=not oracle)
+    started = datetime.now(UTC)
+    tag = uuid.uuid4().hex[:6]
+    results = []
+    async with proxy_serving(memory_llm, llm_base_url=llm_base_url, llm_model=llm_model, llm_mode=llm_mode,
+                             database_url=database_url, log_file=log_file, extra_env=extra_env) as served:
+        run = ProxyRun(served.client, served.conninfo, served.upstream, memory_llm, served.clock)
+        for user in users:
+            began = time.monotonic()
+            results.append(await run.user(user, tag))
+            seconds = [t["seconds"] for t in results[-1]["turns"] if t["seconds"] is not None]
+            print(f"proxy {user.id}: {time.monotonic() - began:.1f} s, jobs {seconds}", file=served.console)
     scripted = "oracle" if oracle else "scripted fake"
     return {"system": "memory-proxy", "llm_base_url": llm_base_url or scripted, "llm_mode": llm_mode,
-            "embedder": settings.embedding.model, "started_at": started.isoformat(),
+            "embedder": served.settings.embedding.model, "started_at": started.isoformat(),
             "finished_at": datetime.now(UTC).isoformat(), "users": results}
 
 

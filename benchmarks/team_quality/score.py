@@ -87,3 +87,36 @@ def judge(scenario: Scenario, result: dict[str, Any]) -> Verdict:
         verdict.probe_failures += bool(wrong)
         verdict.failures += wrong
     return verdict
+
+
+@dataclass
+class Figures:
+    """The counts of many verdicts, as the runner's table prints them (no scenario named)."""
+
+    scenarios: int = 0
+    passed: int = 0
+    wrongly_shared: int = 0
+    team_kept_personal: int = 0
+    team_kept: int = 0
+    team_expected: int = 0
+    personal_kept: int = 0
+    personal_expected: int = 0
+    false_memories: int = 0
+    poisoned: int = 0
+    probe_failures: int = 0
+    probes: int = 0
+
+    def add(self, verdict: Verdict) -> Figures:
+        self.scenarios += 1
+        self.passed += verdict.passed
+        self.wrongly_shared += len(verdict.wrongly_shared)
+        self.team_kept_personal += verdict.team_kept_personal
+        self.team_kept += verdict.team_kept
+        self.team_expected += verdict.team_expected
+        self.personal_kept += verdict.personal_kept
+        self.personal_expected += verdict.personal_expected
+        self.false_memories += len(verdict.false_memories)
+        self.poisoned += len(verdict.poisoned)
+        self.probe_failures += verdict.probe_failures
+        self.probes += verdict.probes
+        return self
