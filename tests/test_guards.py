@@ -7,6 +7,7 @@ from pathlib import Path
 from memory_proxy.app import create_app
 from memory_proxy.guards import require_any_key, require_proxy_key
 from memory_proxy.settings import load_settings
+from memory_proxy.team_memories_api import team_role
 
 OPEN = {"/healthz", "/readyz", "/metrics"}  # probes and Prometheus: no key, by design
 
@@ -20,8 +21,11 @@ def test_every_route_but_the_probes_and_the_page_is_guarded(tmp_path: Path) -> N
     for path, guards in guarded.items():
         if path.startswith("/api/v1/schema") or path.startswith("/memories") or path in OPEN:
             assert not guards, path  # the schema and the browser's static files hold no data
+        elif path.startswith("/api/v1/teams/") and "/memories" in path:  # and the team's role (404 / 403)
+            assert guards == {require_any_key, team_role}, path
         elif path.startswith("/api/v1/"):
             assert guards == {require_any_key}, path
         else:
             assert guards == {require_proxy_key}, path
-    assert {"/v1/chat/completions", "/v1/models", "/api/v1/memories", "/api/v1/erase"} <= set(guarded)
+    assert {"/v1/chat/completions", "/v1/models", "/api/v1/memories", "/api/v1/erase",
+            "/api/v1/teams/{team_id:str}/memories"} <= set(guarded)

@@ -83,6 +83,17 @@ async def test_a_user_with_few_memories_gets_all_of_them(proxy: Any, outside: An
     assert response.json()["memories"] == [bun]
 
 
+async def test_a_user_with_more_memories_than_the_rule_gets_only_what_search_finds(proxy: Any, outside: Any,
+                                                                                   db: Any) -> None:
+    """The newest RETRIEVAL_INJECT_ALL_BELOW memories were read to tell a small user: a user with more held as
+    many, and got them all on every turn (31 memories, 10 injected for one relevant)."""
+    await fillers(db, USER_A, 30)
+    bun = await add_memory(db, USER_A, BUN)
+    client = await proxy(RETRIEVAL_INJECT_ALL_BELOW="10")
+    response = await client.post(CHAT, json=chat_body(RUNTIME_Q), headers=user_headers(USER_A))
+    assert response.json()["memories"] == [bun]
+
+
 async def test_the_token_budget_caps_the_injection_and_always_on_takes_at_most_half(
         proxy: Any, outside: Any, db: Any) -> None:
     await fillers(db, USER_A)

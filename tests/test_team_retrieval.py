@@ -161,3 +161,18 @@ async def test_a_team_memory_is_counted_as_the_teams_use(proxy: Any, outside: An
     assert await client.app.state.services.uses.flush() == 1
     cur = await db.execute("SELECT user_id, access_count FROM users_vectors WHERE vector_id = %s", [deno])
     assert await cur.fetchall() == [(teams.principal(PLATFORM), 1)]
+
+
+async def test_a_small_teams_memories_all_come_and_a_pinned_one_always(proxy: Any, outside: Any, db: Any) -> None:
+    """A team of at most RETRIEVAL_INJECT_ALL_BELOW memories is shown whole, whatever the question's language (as
+    a small user is); a large team's pinned memory comes on every turn with a question."""
+    await fillers(db, USER_A)
+    [deno, other] = await platform_team(db, USER_A, memories=(DENO, "The team's stand-up is at 9:30."))
+    client = await proxy(RETRIEVAL_INJECT_ALL_BELOW="10")
+    ids, _ = await turn(client, USER_A, outside)
+    assert {deno, other} <= set(ids)  # the stand-up holds none of the question's words
+    await fillers(db, teams.principal(PLATFORM), 12)  # now a large team: searched only
+    ids, _ = await turn(client, USER_A, outside)
+    assert deno in ids and other not in ids
+    await db.execute("UPDATE users_vectors SET pinned = true WHERE vector_id = %s", [other])
+    assert {deno, other} <= set((await turn(client, USER_A, outside))[0])

@@ -355,10 +355,15 @@ async def _forgotten(turn: Turn, said: OwnWords, what: str, *, pool: AsyncConnec
 
 @cache
 def _example_facts() -> str:
-    """What the memory prompt quotes (its examples' made-up people, places and numbers): a fact copied from
-    them is no fact. Only the quoted text: the instructions' own words ("English") are no example."""
+    """What the memory prompts quote (their examples' made-up people, places and numbers): a fact copied from
+    them is no fact. Only the quoted text: the instructions' own words ("English") are no example. Of the scope
+    call's example team facts ("Team's build server runs on Ardent."), what follows their subject: a team's
+    fact may well name the team in the middle of a sentence."""
     quoted = load_prompt("memory.md").split('"')  # the example facts, and the example messages
-    return "\n".join(q for q in quoted if q.startswith("User") or (len(q) > 24 and q[0].isalpha() and "\n" not in q))
+    teams = [q.split(" ", 1)[1] for q in load_prompt("scope_turn.md").split('"') if q.startswith("Team ")
+             or q.startswith("Team's ")]
+    return "\n".join([*(q for q in quoted if q.startswith("User") or (len(q) > 24 and q[0].isalpha() and "\n" not in q)),
+                      *teams])
 
 
 def _assistant_before(payload: FormationPayload) -> str:

@@ -40,6 +40,7 @@ from ..observability import FAIL_OPEN, INDEX_STALE, RETRIEVAL_LATENCY, log
 from ..schemas import Memory
 from ..settings import RetrievalSettings
 from ..store import search, snapshot, teams
+from ..store.scoring import RECENT_LIMIT
 from .embed import Embedder, embed_query
 from .heuristics import contentless
 from .index import Indexes
@@ -124,7 +125,7 @@ async def memories_for_turn(*, pool: psycopg_pool.AsyncConnectionPool, embedder:
                 log.warning("retrieval_fallback_recent", reason=exc.reason, error=str(exc))
                 found = await _search(pool, indexes, embedder, user_id, query, None, settings, tiers=True,
                                       started=started, with_teams=False)
-                return TurnMemories(found.personal.always_on, found.personal.recent, exc.reason)
+                return TurnMemories(found.personal.always_on, found.personal.recent[:RECENT_LIMIT], exc.reason)
         found = await _search(pool, indexes, embedder, user_id, query, vector, settings, tiers=True, started=started,
                               words=words, with_teams=vector is not None)
         mine = found.personal
@@ -177,7 +178,7 @@ async def _search(pool: psycopg_pool.AsyncConnectionPool, indexes: Indexes | Non
         if known is not None and all(index is not None for index in held):
             now = datetime.now(UTC)
             founds = [index.search(vector, query, now=now, word_states=words, late_weight=settings.ranking.late_weight,
-                                   **{**options, **({"limit": team_limit, "tiers": False} if i else {})})
+                                   **{**options, **({"limit": team_limit} if i else {})})
                       for i, index in enumerate(held) if index is not None]
             found = await _still_active(pool, indexes, user_id, known if with_teams else None, founds, budget)
             if found is not None:
@@ -236,11 +237,18 @@ def _ranked(found: search.Found, settings: RetrievalSettings) -> list[Memory]:
 
 
 def _team_tier(found: search.Scoped, personal: list[Memory], settings: RetrievalSettings) -> list[Memory]:
-    """The best RETRIEVAL_TEAM_TOP_K memories of the user's teams, each team's ranked within it, best score first;
-    a team memory saying what one of the user's own says is left out (the narrower scope first)."""
+    """The memories of the user's teams for this turn, none when RETRIEVAL_TEAM_TOP_K is 0: each team's pinned
+    ones; then the best RETRIEVAL_TEAM_TOP_K found by search, each team ranked within it, best score first;
+    then every other memory of a team small enough to hold at most RETRIEVAL_INJECT_ALL_BELOW, newest first
+    (as for a user: no search beats "all", in any language). A team memory saying what one of the user's own
+    says is left out (the narrower scope first)."""
+    if settings.team_top_k == 0:
+        return []
+    pinned = [m for team in found.teams.values() for m in team.always_on if m.pinned]
+    searched = sorted((m for team in found.teams.values() for m in _ranked(team, settings)), key=lambda m: -m.score)
+    small = [m for team in found.teams.values() if len(team.recent) <= settings.inject_all_below for m in team.recent]
     mine = {m.content.casefold() for m in personal}
-    picked = [m for team in found.teams.values() for m in _ranked(team, settings) if m.content.casefold() not in mine]
-    return sorted(picked, key=lambda m: -m.score)[:settings.team_top_k]
+    return [m for m in _unique([*pinned, *searched[:settings.team_top_k], *small]) if m.content.casefold() not in mine]
 
 
 def _left(started: float, budget_s: float) -> float:

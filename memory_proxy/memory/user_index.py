@@ -20,7 +20,7 @@ import numpy as np
 
 from ..schemas import Memory, SearchHit
 from ..store import scoring, snapshot
-from ..store.scoring import ALWAYS_ON_LIMIT, RECENT_LIMIT
+from ..store.scoring import ALWAYS_ON_LIMIT, RECENT_READ
 from ..store.search import SEARCH_CANDIDATES, Found
 from . import late
 from .document import embedding_text
@@ -113,7 +113,7 @@ class UserIndex:
         if tiers:
             always = self.always_order[(self.always_on & live)[self.always_order]][:ALWAYS_ON_LIMIT]
             found.always_on.extend(self.memories[i] for i in always)
-            found.recent.extend(self.memories[i] for i in self.recent_order[live[self.recent_order]][:RECENT_LIMIT])
+            found.recent.extend(self.memories[i] for i in self.recent_order[live[self.recent_order]][:RECENT_READ])
         if embedding is None or not self.memories:
             return found
         n = max(limit, 50)

@@ -26,6 +26,7 @@ import numpy as np
 COLD_START_THRESHOLD = 5  # users with fewer memories of their own also see the global ones
 ALWAYS_ON_LIMIT = 20  # pinned and identity memories read for the always-on tier
 RECENT_LIMIT = 10  # most recent memories: the fallback tier; bounds RETRIEVAL_INJECT_ALL_BELOW
+RECENT_READ = RECENT_LIMIT + 1  # read one more: a holder of 11 memories or more is told from one of 10
 COMMON_TERM_SHARE = 0.5  # query words held by more of the user's memories than this are not scored
 BM25_K1, BM25_B = 1.2, 0.75
 

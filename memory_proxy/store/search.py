@@ -36,7 +36,7 @@ from .scoring import (
     BM25_K1,
     COLD_START_THRESHOLD,
     COMMON_TERM_SHARE,
-    RECENT_LIMIT,
+    RECENT_READ,
     Sql,
 )
 from .teams import TeamRef
@@ -151,7 +151,7 @@ class Found:
     """What the search statement returns for a turn."""
 
     always_on: list[Memory] = field(default_factory=list)  # pinned and identity, pinned first, newest first
-    recent: list[Memory] = field(default_factory=list)  # the newest active memories (at most RECENT_LIMIT)
+    recent: list[Memory] = field(default_factory=list)  # the newest active memories (at most RECENT_READ)
     hits: list[SearchHit] = field(default_factory=list)  # search candidates, best fused rank first
     late_weight: float = 0.0  # the late-interaction arm's weight in `fused`, when it ran (memory/late.py)
 
@@ -240,7 +240,7 @@ async def search_scopes(conn: AsyncConnection[Any], *, user_id: str, teams: Coll
         held = await conn.execute(_MEMBERSHIPS, [user_id])
         mine = await _send(conn, params)
         theirs = {team: await conn.execute(_STATEMENT, {**params, "user_id": teams_principal(team), "with_global": False,
-                                                        "with_tiers": False, "limit": team_limit if embedding is not None else 0},
+                                                        "limit": team_limit if embedding is not None else 0},
                                            binary=True) for team in teams}
     memberships = tuple(TeamRef(*row) for row in await held.fetchall())
     found = {team.id: _found(await theirs[team.id].fetchall()).of_team(team)
@@ -258,7 +258,7 @@ def _params(*, user_id: str, model: str, embedding: Sequence[float] | None, text
             "use_vector": searching and mode != "text", "use_text": searching and mode != "vector" and bool(text),
             "common": COMMON_TERM_SHARE, "postings": POSTINGS_PER_TERM, "k1": BM25_K1, "b": BM25_B, "rrf_k": rrf_k,
             "w_vector": weights[0], "w_text": weights[1], "n": max(limit, 50), "limit": limit if searching else 0,
-            "with_tiers": tiers, "always": ALWAYS_ON_LIMIT, "recent": RECENT_LIMIT}
+            "with_tiers": tiers, "always": ALWAYS_ON_LIMIT, "recent": RECENT_READ}
 
 
 async def _send(conn: AsyncConnection[Any], params: dict[str, Any]) -> AsyncCursor[Any]:
