@@ -3,7 +3,9 @@
 Starts a scripted upstream, memory-proxy (embedded PostgreSQL, a signed user JWT, `USER_GROUPS_HEADER`) and
 OpenWebUI pointed at it, whose admin sets the connection header the proxy reads, as docs/TEAMS.md says:
 `{"X-OpenWebUI-User-Group-Ids": "{{USER_GROUP_IDS}}"}`. Then, as OpenWebUI's admin: create two groups, join
-both, chat (the proxy must hold both memberships), leave one, chat (only the other is left), leave the
+both, chat (the proxy must hold both memberships); an operator writes a memory of the first group's team
+through the proxy's API, and the next chat's request to the model holds it, marked as the team's; leave
+that group, chat (only the other team is left, and the model no longer gets the team's memory), leave the
 other, chat (none). Each check is printed; the exit status is 1 if one fails. About 2 minutes, most of it
 OpenWebUI's start; its venv is made on first use (benchmarks/openwebui/README.md).
 """
@@ -31,6 +33,8 @@ from .stack import ensure_openwebui, log, openwebui_env, start_openwebui
 PROXY_KEY = "groups-bench-" + secrets.token_urlsafe(16)
 HEADER = "X-OpenWebUI-User-Group-Ids"
 ADMIN = {"name": "Ada Admin", "email": "ada@example.test", "password": "groups-bench-pw-1"}
+TEAM_FACT = "Team's staging database runs on port 5433."
+QUESTION = "which port is the staging database on?"  # holds the fact's words: found whatever the embedder
 
 
 async def memberships(app: Any, user_id: str) -> list[str]:
@@ -79,10 +83,15 @@ async def run(out: Path) -> list[tuple[str, bool, str]]:
         for group in groups:
             await call("POST", f"/api/v1/groups/id/{group['id']}/users/add", json={"user_ids": [admin["id"]]})
 
-        async def chat_then_memberships() -> list[str]:
+        async def chat_then_memberships(content: str = "hello") -> list[str]:
             await call("POST", "/api/chat/completions", json={
-                "model": "scripted-model", "stream": False, "messages": [{"role": "user", "content": "hello"}]})
+                "model": "scripted-model", "stream": False, "messages": [{"role": "user", "content": content}]})
             return await memberships(app, admin["id"])
+
+        def model_got_team_memory() -> bool:
+            """Whether the model's last request held the team's memory, marked as the team's."""
+            system = " ".join(str(m.get("content")) for m in upstream.requests[-1]["messages"] if m["role"] == "system")
+            return TEAM_FACT in system and f'(team "{groups[0]["id"]}")' in system
 
         def check(what: str, seen: list[str], wanted: list[str]) -> None:
             checks.append((what, seen == wanted, f"proxy holds {seen}, OpenWebUI says {wanted}"))
@@ -90,9 +99,15 @@ async def run(out: Path) -> list[tuple[str, bool, str]]:
 
         ids = sorted(g["id"] for g in groups)
         check("in both groups: a member of both teams", await chat_then_memberships(), ids)
+        async with httpx.AsyncClient(base_url=proxy_url, headers={"Authorization": f"Bearer {PROXY_KEY}"}) as ops:
+            written = await ops.post(f"/api/v1/teams/{groups[0]['id']}/memories", json={"content": TEAM_FACT})
+            assert written.status_code == 201, written.text
+        await chat_then_memberships(QUESTION)
+        check("a team's memory reaches the member's chat, marked", [model_got_team_memory()], [True])
         await call("POST", f"/api/v1/groups/id/{groups[0]['id']}/users/remove", json={"user_ids": [admin["id"]]})
-        check("removed from one: out of that team on the next turn", await chat_then_memberships(),
+        check("removed from one: out of that team on the next turn", await chat_then_memberships(QUESTION),
               [groups[1]["id"]])
+        check("removed from one: the team's memory no longer reaches the model", [model_got_team_memory()], [False])
         await call("POST", f"/api/v1/groups/id/{groups[1]['id']}/users/remove", json={"user_ids": [admin["id"]]})
         check("in no group: in no mirrored team", await chat_then_memberships(), [])
     return checks
