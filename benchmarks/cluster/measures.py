@@ -119,18 +119,24 @@ async def stale(cl: Cluster, rounds: int, per_replica: int = 2) -> dict[str, Any
     """Per round: a user's pinned memory injected by every replica; turns of that user arriving at every
     replica at once; the memory deleted (or the user erased) through one replica. Violations: turns
     started after the delete returned whose upstream request still held the memory."""
+    return await _rounds(cl, rounds, partial(_stale_round, per_replica=per_replica))
+
+
+async def _rounds(cl: Cluster, rounds: int,
+                  play: Callable[[httpx.AsyncClient, Cluster, int], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+    """`rounds` rounds played one after another: their counts added up, and the first 20 with a violation."""
     totals: Counter[str] = Counter()
     worst: list[dict[str, Any]] = []
     async with client() as http:
         for i in range(rounds):
-            result = await _stale_round(http, cl, i, per_replica)
+            result = await play(http, cl, i)
             totals.update({k: v for k, v in result.items() if isinstance(v, int)})
             if result["violations"]:
                 worst.append(result)
     return {**totals, "violating_rounds": worst[:20]}
 
 
-async def _stale_round(http: httpx.AsyncClient, cl: Cluster, i: int, per_replica: int) -> dict[str, Any]:
+async def _stale_round(http: httpx.AsyncClient, cl: Cluster, i: int, *, per_replica: int) -> dict[str, Any]:
     user, mark, erase = f"{cl.run}-stale-{i}", marker(), i % 2 == 1
     await seed(cl.direct, [user])
     writer, deleter = cl.replicas[i % len(cl.replicas)], cl.replicas[(i + 1) % len(cl.replicas)]
@@ -175,18 +181,10 @@ async def team_stale(cl: Cluster, rounds: int, per_replica: int = 2) -> dict[str
     every replica at once; one member removed (or the team deleted) through one replica. Violations: turns
     of a user no longer in the team, started after the removal returned, whose upstream request still held
     the team's memory."""
-    totals: Counter[str] = Counter()
-    worst: list[dict[str, Any]] = []
-    async with client() as http:
-        for i in range(rounds):
-            result = await _team_stale_round(http, cl, i, per_replica)
-            totals.update({k: v for k, v in result.items() if isinstance(v, int)})
-            if result["violations"]:
-                worst.append(result)
-    return {**totals, "violating_rounds": worst[:20]}
+    return await _rounds(cl, rounds, partial(_team_stale_round, per_replica=per_replica))
 
 
-async def _team_stale_round(http: httpx.AsyncClient, cl: Cluster, i: int, per_replica: int) -> dict[str, Any]:
+async def _team_stale_round(http: httpx.AsyncClient, cl: Cluster, i: int, *, per_replica: int) -> dict[str, Any]:
     team, user, mark, whole = f"{cl.run}-team-{i}", f"{cl.run}-tstale-{i}", marker(), i % 2 == 1
     control = f"{user}-control"  # a member who stays (on odd rounds the team's deletion removes them too)
     writer, remover = cl.replicas[i % len(cl.replicas)], cl.replicas[(i + 1) % len(cl.replicas)]
