@@ -331,9 +331,10 @@ class FormationSettings:
         "falls back to the rules alone. Off by default: a small model also removes the user's own words "
         "(measure yours with `python -m benchmarks.provenance --llm-url`).", boolean, in_code=True)
     team_facts: str = env("TEAM_FACTS", "off", "What becomes of a fact the memory LLM says is one of the user's "
-        "teams' (docs/TEAMS.md): `off` (no such call: every fact stays the user's own) or `auto` (stored as the "
-        "team's, shown to its members, changing only the team's memories). Off by default: a small model that "
-        "takes a personal fact for the team's shows it to every member.", choice("off", "auto"), in_code=True)
+        "teams' (docs/TEAMS.md): `off` (no such call: every fact stays the user's own), `review` (a proposal that "
+        "the team's editors accept or reject) or `auto` (stored as the team's at once). Off by default: nothing "
+        "changes for a deployment until its teams have editors (review) or its model's figures allow auto.",
+        choice("off", "review", "auto"), in_code=True)
     ttl_days: Mapping[str, float | None] = env(
         "MEMORY_TTL_DAYS", "identity=never,preference=never,relationship=never,project=never,context=30,temporary=1",
         "Time to live per memory type in days (`never`); an expired memory is no longer retrieved and is removed "

@@ -44,7 +44,7 @@ from .observability import (
 )
 from .scanner import Scanner
 from .settings import FormationSettings, MaintenanceSettings
-from .store import jobs, manage, memories, teams
+from .store import jobs, manage, memories, proposals, teams
 from .store.scope import acting_member, user_scope
 from .store.teams import PRINCIPAL_PREFIX
 
@@ -78,12 +78,19 @@ async def apply_resolutions(conn: AsyncConnection[Any], job: jobs.Job, resolutio
     """
     applied: list[dict[str, Any]] = []
     # Each holder's count lock first, in one order (a team's is shared by its members' concurrent jobs).
-    adding = sorted({r.holder or job.user_id for r in resolutions if r.action == "add"})
+    adding = sorted({r.holder or job.user_id for r in resolutions if r.action == "add" and not r.propose})
     active = {holder: await memories.count_memories(conn, holder, lock=True) for holder in adding}
     for r in resolutions:
         holder = r.holder or job.user_id
         entry: dict[str, Any] = {"fact": r.fact, "action": r.action, "target_id": r.target_id, "reason": r.reason,
                                  **({"team": r.holder.removeprefix(PRINCIPAL_PREFIX)} if r.holder else {})}
+        if r.propose and r.action in ("add", "replace", "refine"):  # TEAM_FACTS=review: for the team's editors
+            entry.update(action="propose", proposal_id=await proposals.propose(
+                conn, holder=holder, proposed_by=job.user_id, content=r.fact, embedding=r.embedding, model=model,
+                action=r.action, replaces=r.target_id, reason=r.reason, stated_at=job.said_at,
+                attributes=r.attributes))
+            applied.append(entry)
+            continue
         if r.action in ("replace", "refine", "forget") and r.target_id:
             locked = await memories.lock_active_link(conn, holder, r.target_id)
             stated_at = locked.stated_at if locked else None

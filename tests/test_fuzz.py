@@ -189,18 +189,26 @@ async def test_fuzzed_values_on_every_management_route(client: Any, memory: str,
 
 
 TEAM_ROUTES = [("GET", ""), ("POST", ""), ("GET", "/{id}"), ("PATCH", "/{id}"), ("DELETE", "/{id}"),
-               ("PUT", "/{id}/members/{user}"), ("DELETE", "/{id}/members/{user}")]
+               ("PUT", "/{id}/members/{user}"), ("DELETE", "/{id}/members/{user}"),
+               # a team's memories and proposals ({user} stands for the memory's or the proposal's id)
+               ("GET", "/{id}/memories"), ("POST", "/{id}/memories"), ("GET", "/{id}/memories/search"),
+               ("GET", "/{id}/memories/{user}"), ("PATCH", "/{id}/memories/{user}"),
+               ("DELETE", "/{id}/memories/{user}"), ("POST", "/{id}/memories/{user}/pin"),
+               ("GET", "/{id}/proposals"), ("POST", "/{id}/proposals/{user}/accept"),
+               ("POST", "/{id}/proposals/{user}/reject")]
 
 
 @given(route=st.sampled_from(TEAM_ROUTES), team_id=odd_values | st.just("platform"), user=odd_values,
        body=st.fixed_dictionaries({}, optional={"id": huge_values | json_values | st.just("t1"),
                                                 "name": huge_values | json_values, "about": huge_values | json_values,
-                                                "role": huge_values | json_values}) | json_values,
+                                                "role": huge_values | json_values,
+                                                "content": huge_values | json_values}) | json_values,
        identified=st.booleans())
 @settings(max_examples=300, **FUZZ)
 async def test_fuzzed_values_on_every_team_route(client: Any, route: tuple[str, str], team_id: str, user: str,
                                                  body: Any, identified: bool) -> None:
-    """Odd ids, names and roles on /api/v1/teams (docs/TEAMS.md), as an operator and as a user: never a 5xx."""
+    """Odd ids, names, roles and memory texts on /api/v1/teams (docs/TEAMS.md), with a team's memories and
+    proposals, as an operator and as a user: never a 5xx."""
     await client.post("/api/v1/teams/", json={"id": "platform"})  # 409 after the first example: no matter
     method, template = route
     path = "/api/v1/teams/" + template.lstrip("/").replace("{id}", _sent(team_id)).replace("{user}", _sent(user))

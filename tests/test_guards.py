@@ -21,7 +21,7 @@ def test_every_route_but_the_probes_and_the_page_is_guarded(tmp_path: Path) -> N
     for path, guards in guarded.items():
         if path.startswith("/api/v1/schema") or path.startswith("/memories") or path in OPEN:
             assert not guards, path  # the schema and the browser's static files hold no data
-        elif path.startswith("/api/v1/teams/") and "/memories" in path:  # and the team's role (404 / 403)
+        elif path.startswith("/api/v1/teams/") and ("/memories" in path or "/proposals" in path):  # the team's role
             assert guards == {require_any_key, team_role}, path
         elif path.startswith("/api/v1/"):
             assert guards == {require_any_key}, path

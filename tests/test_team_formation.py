@@ -121,3 +121,52 @@ async def test_an_unreadable_scope_answer_leaves_every_fact_personal(db: Any, wo
     await formed(db, worker)
     assert await links(db, PLATFORM) == []
     assert await links(db, USER_A) == ["User's team's staging database runs on port 5433."]
+
+
+@pytest.fixture
+async def worker_review(env: dict[str, str]) -> AsyncIterator[Worker]:
+    async with open_services(load_settings({**env, "TEAM_FACTS": "review"}), httpx.AsyncClient(timeout=5)) as services:
+        yield Worker.from_services(services)
+
+
+async def test_review_keeps_a_teams_fact_apart_until_an_editor_accepts_it(
+        db: Any, worker_review: Worker, memory_llm: Any, outside: Any, platform: None, client: Any) -> None:
+    await teams.set_member(db, "platform", USER_B, "editor")
+    old = await add_memory(db, PLATFORM, "Team's staging database runs on port 5432.")
+    memory_llm.extract = lambda message: [{**STAGING, "replaces_text": "Team's staging database runs on port 5432."},
+                                          LYON]
+    await formed(db, worker_review)
+    assert await links(db, PLATFORM) == ["Team's staging database runs on port 5432."]  # nothing shared yet
+    assert await links(db, USER_A) == ["User lives in Lyon."]
+    route = "/api/v1/teams/platform/proposals"
+    as_a, as_b = {"x-openwebui-user-id": USER_A}, {"x-openwebui-user-id": USER_B}
+    assert (await client.get(route, headers=as_a)).status_code == 403  # a member: editors see proposals
+    [proposal] = (await client.get(route, headers=as_b)).json()["data"]
+    assert (proposal["content"], proposal["action"], proposal["replaces"], proposal["proposed_by"]) == (
+        "Team's staging database runs on port 5433.", "replace", old, USER_A)
+
+    accepted = await client.post(f"{route}/{proposal['id']}/accept", headers=as_b)
+    assert accepted.status_code == 200 and accepted.json()["memory"]["content"] == proposal["content"]
+    assert await links(db, PLATFORM) == ["Team's staging database runs on port 5433."]
+    cur = await db.execute("SELECT author FROM users_vectors WHERE user_id = %s AND superseded_at IS NULL", [PLATFORM])
+    assert await cur.fetchall() == [(USER_A,)]  # taught by A
+    cur = await db.execute("SELECT action, actor FROM memory_updates WHERE user_id = %s", [PLATFORM])
+    assert await cur.fetchall() == [("replace", USER_B)]  # accepted by B
+    assert (await client.get(route, headers=as_b)).json()["data"] == []
+    assert (await client.post(f"{route}/{proposal['id']}/accept", headers=as_b)).status_code == 404
+
+
+async def test_a_rejected_proposal_is_gone_and_an_erased_proposer_takes_theirs_along(
+        db: Any, worker_review: Worker, memory_llm: Any, outside: Any, platform: None, client: Any) -> None:
+    await teams.set_member(db, "platform", USER_B, "editor")
+    memory_llm.extract = lambda message: [STAGING]
+    await formed(db, worker_review)
+    await formed(db, worker_review, "staging db is on port 5433, as I said", user=USER_A)
+    route = "/api/v1/teams/platform/proposals"
+    first, second = (await client.get(route, headers={"x-openwebui-user-id": USER_B})).json()["data"]
+    rejected = await client.post(f"{route}/{first['id']}/reject", headers={"x-openwebui-user-id": USER_B})
+    assert rejected.json() == {"proposal": first["id"], "rejected": True}
+    erased = await client.post("/api/v1/erase", params={"user": USER_A, "confirm": USER_A})
+    assert erased.json()["erased"]["team_proposals"] == 1
+    assert (await client.get(route, headers={"x-openwebui-user-id": USER_B})).json()["data"] == []
+    assert await links(db, PLATFORM) == [] and second

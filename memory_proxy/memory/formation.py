@@ -138,7 +138,7 @@ async def form(turn: Turn, *, pool: AsyncConnectionPool, embedder: Embedder, llm
     if not kept:
         return formation
     scoped = [(text, fact, "") for text, fact in kept]  # (text, fact, holder: "" the user's own)
-    if settings.team_facts == "auto":  # whose is each fact: the user's, or one of their teams'
+    if settings.team_facts != "off":  # whose is each fact: the user's, or one of their teams'
         scoped = await _scoped(turn, said, earlier, elsewhere, kept, pool=pool, llm=llm, scanner=scanner,
                                formation=formation)
     vectors = await embedder.embed([embedding_text(text, turn.said_at) for text, _, _ in scoped])
@@ -168,8 +168,9 @@ async def form(turn: Turn, *, pool: AsyncConnectionPool, embedder: Embedder, llm
             formation.malformed.append(str(exc))
         action, target, why = await _chosen(llm, text, candidates, relations, formation, protected)
         attributes = FactAttributes(memory_type=fact.type, expires_at=settings.expiry(fact.type, turn.said_at))
+        proposed = bool(holder) and settings.team_facts == "review"  # for the team's editors to accept
         formation.resolutions.append(Resolution(text, vector, action, target.id if target else None, why,
-                                                attributes, holder))
+                                                attributes, holder, proposed))
         targets.update({m.id: m for m in candidates})
     _settle(formation.resolutions, targets, settings)
     return formation
@@ -178,7 +179,7 @@ async def form(turn: Turn, *, pool: AsyncConnectionPool, embedder: Embedder, llm
 async def _scoped(turn: Turn, said: OwnWords, earlier: list[str], elsewhere: str,
                   kept: list[tuple[str, ExtractedFact]], *, pool: AsyncConnectionPool, llm: MemoryLLM,
                   scanner: Scanner, formation: Formation) -> list[tuple[str, ExtractedFact, str]]:
-    """The kept facts with whose each is (TEAM_FACTS=auto): (text, fact, holder), holder "" for the user's
+    """The kept facts with whose each is (TEAM_FACTS review or auto): (text, fact, holder), holder "" for the user's
     own. For a user in a team, the scope call (memory/whose.py) names the facts that are a team's, written
     about the team; such a sentence passes the guards every fact passes (`kept_team_facts`), or the fact
     stays the user's own, as does every fact when the call fails to answer."""

@@ -55,6 +55,7 @@ class Resolution:
     reason: str
     attributes: FactAttributes = field(default_factory=FactAttributes)
     holder: str = ""  # whose memories it changes: a team's principal ("team:<id>"); "" for the job's user
+    propose: bool = False  # a team's fact under TEAM_FACTS=review: kept apart for the team's editors
 
 
 class _Relations(BaseModel):

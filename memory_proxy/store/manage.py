@@ -208,7 +208,8 @@ async def erase_user(conn: AsyncConnection[Any], user_id: str) -> dict[str, int]
     """GDPR erasure: the user's links, audit rows, formation jobs and team memberships (one transaction, user
     scope), then the vectors nobody links any more and that are not global (every user's links must be seen).
     The team memories the user wrote stay the team's, written by nobody: `author` and the audit rows' `actor`
-    set to NULL in every team (`team_memories`: how many memories)."""
+    set to NULL in every team (`team_memories`: how many memories); the team proposals made from their words
+    (TEAM_FACTS=review) are deleted (`team_proposals`)."""
     async with user_scope(conn, user_id):
         memberships = await conn.execute("DELETE FROM team_members WHERE user_id = %s", [user_id])
         jobs = await conn.execute("DELETE FROM memory_jobs WHERE user_id = %s", [user_id])
@@ -218,8 +219,10 @@ async def erase_user(conn: AsyncConnection[Any], user_id: str) -> dict[str, int]
     async with all_users(conn):
         authored = await conn.execute("UPDATE users_vectors SET author = NULL WHERE author = %s", [user_id])
         await conn.execute("UPDATE memory_updates SET actor = NULL WHERE actor = %s", [user_id])
+        proposed = await conn.execute("DELETE FROM team_proposals WHERE proposed_by = %s", [user_id])
     counts = {"memories": len(vector_ids), "updates": updates.rowcount, "jobs": jobs.rowcount,
-              "memberships": memberships.rowcount, "team_memories": authored.rowcount}
+              "memberships": memberships.rowcount, "team_memories": authored.rowcount,
+              "team_proposals": proposed.rowcount}
     counts["vectors"] = await delete_orphan_vectors(conn, vector_ids)
     return counts
 
