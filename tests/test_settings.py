@@ -101,7 +101,7 @@ def test_the_upstream_provider_sends_the_upstreams_key_not_a_mistral_one() -> No
 
 
 # Values that parse for some variable; each variable must accept one of them that changes a setting.
-SAMPLES = ("2", "3", "0.5", "false", "true", "openai", "text", "json_schema", "debug", "console", "raw", "search", "threshold",
+SAMPLES = ("2", "3", "review", "0.5", "false", "true", "openai", "text", "json_schema", "debug", "console", "raw", "search", "threshold",
            "k" * 40,
            "http://example.test/v1", "postgresql://example.test/db",
            "identity=1,preference=2,relationship=3,project=4,context=5,temporary=6")
