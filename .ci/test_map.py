@@ -29,6 +29,8 @@ CROSS_CUTTING = {
     "retrieval": "memory quality through the chat route: retrieve, search, rank, uses, restore, maintenance",
     "shutdown": "SIGTERM of a real `memory-proxy serve`: streams, jobs and the restart together",
     "streaming": "relay through a real uvicorn with the openai SDK: pipeline, upstream and SSE together",
+    "team_isolation": "a team's memory on every path it could leak by: chat, tools, API, export, logs, metrics",
+    "team_retrieval": "a user's teams' memories through the chat route: search, indexes, confirmation, inject",
 }
 
 
