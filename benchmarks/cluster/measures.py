@@ -144,27 +144,9 @@ async def _stale_round(http: httpx.AsyncClient, cl: Cluster, i: int, *, per_repl
     memory_id = await create_memory(http, writer, user, f"User's code word is {mark}.")
     since = time.monotonic()
     await asyncio.gather(*(until_injected(http, cl, n, user, mark, since, 10) for n in cl.replicas))
-    turns: list[Turn] = []
-    returned = math.inf
-
-    async def load(node: Node) -> None:
-        """Turns back to back until this replica served 3 started after the delete returned (or 3 s passed)."""
-        while time.monotonic() < returned + 3:
-            turns.append(await probe(http, node.url, user))
-            if sum(t.start > returned and t.node == node.url for t in turns) >= 3:
-                return
-
-    tasks = [asyncio.create_task(load(n)) for n in cl.replicas for _ in range(per_replica)]
-    try:
-        await asyncio.sleep(0.05)  # the load is on
-        await delete_memory(http, deleter, user, memory_id, erase)
-        returned = time.monotonic()
-        await asyncio.gather(*tasks)
-    finally:  # a failed delete ends the load too, so that its error is the one reported, not the closed client's
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-    await seen(http, cl.fake_url, turns)
+    loaded, returned = await _load_while(http, cl, {user: per_replica},
+                                         partial(delete_memory, http, deleter, user, memory_id, erase))
+    turns = loaded[user]
     after = [t for t in turns if t.start > returned]
     bad = [t for t in after if mark in t.markers]
     return {"rounds": 1, "erase": int(erase), "delete": int(not erase), "not_warmed": int(not warmed),
