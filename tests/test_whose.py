@@ -84,6 +84,37 @@ async def test_a_team_sentence_that_fails_a_guard_leaves_the_fact_the_users_own(
         "memory_proxy_facts_dropped_total", reason="team_not_about_team") == dropped + 1
 
 
+SYSTEM = {"fact": "The staging database runs on port 5433.", "type": "project"}  # about the system, not the user
+
+
+async def test_a_fact_dropped_for_its_subject_alone_is_the_teams_when_the_model_says_so(
+        db: Any, worker: Worker, memory_llm: Any, platform: None) -> None:
+    memory_llm.extract = lambda message: [{**SYSTEM, "team": "Platform",
+                                           "team_fact": "Team's staging database runs on port 5433."}, LYON]
+    dropped = metric("memory_proxy_facts_dropped_total", reason="not_about_user")
+    await formed(db, worker)
+    assert await links(db, PLATFORM) == ["Team's staging database runs on port 5433."]
+    assert await links(db, USER_A) == ["User lives in Lyon."]
+    assert metric("memory_proxy_facts_dropped_total", reason="not_about_user") == dropped  # stored, not dropped
+    cur = await db.execute("SELECT memory_type FROM vectors v JOIN users_vectors uv ON uv.vector_id = v.id"
+                           " WHERE uv.user_id = %s", [PLATFORM])
+    assert await cur.fetchall() == [("project",)]  # the type the extraction gave
+
+
+@pytest.mark.parametrize("in_team", [True, False])
+async def test_a_fact_about_someone_else_stays_dropped(db: Any, worker: Worker, memory_llm: Any,
+                                                       in_team: bool) -> None:
+    if in_team:
+        await teams.create_team(db, "platform", "Platform")
+        await teams.set_member(db, "platform", USER_A)
+    memory_llm.extract = lambda message: [SYSTEM, LYON]  # the scope call says "personal": not the team's
+    dropped = metric("memory_proxy_facts_dropped_total", reason="not_about_user")
+    await formed(db, worker)
+    assert await links(db, USER_A) == ["User lives in Lyon."] and await links(db, PLATFORM) == []
+    assert metric("memory_proxy_facts_dropped_total", reason="not_about_user") == dropped + 1
+    assert memory_llm.calls("scope") == int(in_team)
+
+
 async def test_a_team_the_user_is_not_in_is_never_written(db: Any, worker: Worker, memory_llm: Any,
                                                           platform: None) -> None:
     await teams.create_team(db, "billing", "Billing")

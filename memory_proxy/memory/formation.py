@@ -18,6 +18,9 @@ trusted with (provenance, secrets, grounding, size, duplicates, the flip-flop ru
    user's words (this message or their earlier ones in the chat) or the turn's date, not from the
    assistant's words or the prompt's examples. Each one left out is logged with its reason. These checks
    run in a worker process with a deadline (memory_proxy/scanner.py), never on the event loop.
+   For a user in a team (TEAM_FACTS review or auto), the scope call (memory/whose.py) then says whose each
+   kept fact is, and may claim for a team a fact left out only because its subject is not the user ("The
+   staging database moved to 5433."); a team's sentence passes the same guards.
 5. Each kept fact that is not an exact duplicate is compared with its nearest memories by the model
    (memory/resolve.relate); a replace, refine or ignore is acted on only once the model confirms it for
    that pair (memory/resolve.confirmed), else the fact is added. The memories the chat model stored with
@@ -69,6 +72,7 @@ MAX_FACT_WORDS = 24  # a longer "fact" is a paraphrased passage, not one fact
 MAX_FACTS_READ = 2 * MAX_FACTS_PER_TURN  # of one reply: the rest cannot be kept anyway, and each costs a scan
 FORGET_CANDIDATES = 10
 MAX_CONFIRMATIONS = 2  # destructive proposals checked per fact; past them the fact is added
+NOT_ABOUT_USER = "not_about_user"  # why a fact whose subject is not the user is dropped (unless a team's)
 REMEMBERED = "the chat model remembered it in this turn"  # why a protected memory is left as it is
 
 _ABOUT_USER = re.compile(r"^(the\s+)?user\b", re.I)
@@ -82,7 +86,7 @@ class Formation:
 
     resolutions: list[Resolution] = field(default_factory=list)
     extracted: int = 0
-    dropped: list[dict[str, str]] = field(default_factory=list)  # {"fact", "why"}
+    dropped: list[dict[str, str]] = field(default_factory=list)  # {"fact", "why", "type"}
     skipped: str | None = None  # why no LLM call was made, if none was
     malformed: list[str] = field(default_factory=list)  # the calls whose reply could not be read
 
@@ -135,11 +139,14 @@ async def form(turn: Turn, *, pool: AsyncConnectionPool, embedder: Embedder, llm
     # checked against the user's words, work that grows with what the model wrote. ScanFailed: retried.
     kept, dropped = await scanner.run(kept_facts, extraction.facts, said, earlier, elsewhere, turn.said_at, known)
     formation.dropped += dropped
-    if not kept:
+    # A model may write a team's fact about the team or its system ("The staging database moved to 5433."):
+    # not the user's, but maybe their team's, for the scope call to judge.
+    others = [d for d in dropped if d["why"] == NOT_ABOUT_USER] if settings.team_facts != "off" else []
+    if not kept and not others:
         return formation
     scoped = [(text, fact, "") for text, fact in kept]  # (text, fact, holder: "" the user's own)
     if settings.team_facts != "off":  # whose is each fact: the user's, or one of their teams'
-        scoped = await _scoped(turn, said, earlier, elsewhere, kept, pool=pool, llm=llm, scanner=scanner,
+        scoped = await _scoped(turn, said, earlier, elsewhere, kept, others, pool=pool, llm=llm, scanner=scanner,
                                formation=formation)
     vectors = await embedder.embed([embedding_text(text, turn.said_at) for text, _, _ in scoped])
     compared: list[tuple[str, ExtractedFact, list[float], list[Memory], str]] = []
@@ -177,30 +184,38 @@ async def form(turn: Turn, *, pool: AsyncConnectionPool, embedder: Embedder, llm
 
 
 async def _scoped(turn: Turn, said: OwnWords, earlier: list[str], elsewhere: str,
-                  kept: list[tuple[str, ExtractedFact]], *, pool: AsyncConnectionPool, llm: MemoryLLM,
-                  scanner: Scanner, formation: Formation) -> list[tuple[str, ExtractedFact, str]]:
+                  kept: list[tuple[str, ExtractedFact]], others: list[dict[str, str]], *, pool: AsyncConnectionPool,
+                  llm: MemoryLLM, scanner: Scanner, formation: Formation) -> list[tuple[str, ExtractedFact, str]]:
     """The kept facts with whose each is (TEAM_FACTS review or auto): (text, fact, holder), holder "" for the user's
-    own. For a user in a team, the scope call (memory/whose.py) names the facts that are a team's, written
-    about the team; such a sentence passes the guards every fact passes (`kept_team_facts`), or the fact
-    stays the user's own, as does every fact when the call fails to answer."""
+    own; then those of `others` (facts dropped only for their subject: `formation.dropped` entries) that are a
+    team's. For a user in a team, the scope call (memory/whose.py) names the facts that are a team's, written
+    about the team; such a sentence passes the guards every fact passes (`kept_team_facts`), or a kept fact
+    stays the user's own and another stays dropped, as every fact does when the call fails to answer."""
     personal = [(text, fact, "") for text, fact in kept]
     async with pool.connection() as conn:
         mine = [membership.team for membership in await teams.teams_of(conn, turn.user_id)]
     if not mine:
         return personal
+    shown = [*kept, *((d["fact"], ExtractedFact(fact=d["fact"], type=d.get("type", ""))) for d in others)]
     try:
         found = await team_facts(llm, teams=mine, message=said.text[:MAX_MESSAGE_CHARS],
-                                 facts=[text for text, _ in kept])
+                                 facts=[text for text, _ in shown])
     except MalformedReply as exc:
         formation.malformed.append(str(exc))
         return personal
     checked = await scanner.run(kept_team_facts, [f.text for f in found], said, earlier, elsewhere, turn.said_at)
+    taken = []
     for team_fact, (text, why) in zip(found, checked, strict=True):
-        if why:
+        holder, fact = teams.principal(team_fact.team.id), shown[team_fact.index][1]
+        if team_fact.index >= len(kept):  # not the user's: the team's, or dropped as it was
+            if not why:
+                formation.dropped.remove(others[team_fact.index - len(kept)])
+                taken.append((text, fact, holder))
+        elif why:
             formation.dropped.append({"fact": text[:200], "why": f"team_{why}"})  # the user's own fact stays
         else:
-            personal[team_fact.index] = (text, kept[team_fact.index][1], teams.principal(team_fact.team.id))
-    return personal
+            personal[team_fact.index] = (text, fact, holder)
+    return [*personal, *taken]
 
 
 def kept_team_facts(texts: list[str], said: OwnWords, earlier: list[str], elsewhere: str,
@@ -304,14 +319,14 @@ def kept_facts(facts: list[ExtractedFact], said: OwnWords, earlier: list[str], e
             why = "known"  # not invented: the model restated what the turn was told (a restatement in the
             # user's own words is grounded and goes on to be matched with the memory it repeats)
         if why:
-            dropped.append({"fact": content.text[:200], "why": why})  # redacted: it is logged
+            dropped.append({"fact": content.text[:200], "why": why, "type": fact.type})  # redacted: it is logged
         else:
             kept.append((content.text, fact))
     return kept, dropped + [{"fact": "", "why": "over_cap"} for _ in facts[MAX_FACTS_READ:]]
 
 
 def _why_not(content: Content, kept: list[str], about: re.Pattern[str] = _ABOUT_USER,
-             off_subject: str = "not_about_user") -> str | None:
+             off_subject: str = NOT_ABOUT_USER) -> str | None:
     """Why a fact is not stored whatever it says (memory_proxy_facts_dropped_total{reason}), or None; `about`:
     the subject it must start with (the user's, by default)."""
     if content.oversized:
