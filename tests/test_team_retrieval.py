@@ -176,3 +176,29 @@ async def test_a_small_teams_memories_all_come_and_a_pinned_one_always(proxy: An
     assert deno in ids and other not in ids
     await db.execute("UPDATE users_vectors SET pinned = true WHERE vector_id = %s", [other])
     assert {deno, other} <= set((await turn(client, USER_A, outside))[0])
+
+
+@pytest.mark.parametrize("index_mb", ["0", "256"])  # in PostgreSQL; in the in-process indexes
+async def test_a_turn_reads_the_teams_joined_last_and_no_more(proxy: Any, outside: Any, db: Any,
+                                                              index_mb: str) -> None:
+    """A user in more teams than MAX_TEAMS_READ: each team read costs the turn a statement or a search on the
+    event loop, so a turn reads the memberships added last, a bounded number of them."""
+    await fillers(db, USER_A)
+    pinned = []
+    for n in range(teams.MAX_TEAMS_READ + 2):
+        await teams.create_team(db, f"t{n:02}", f"Team {n}")
+        await teams.set_member(db, f"t{n:02}", USER_A)
+        memory = await add_memory(db, teams.principal(f"t{n:02}"), f"The team's stand-up room is number {n}.")
+        await db.execute("UPDATE users_vectors SET pinned = true WHERE vector_id = %s", [memory])
+        pinned.append(memory)
+    client = await proxy(RETRIEVAL_INDEX_MB=index_mb, INJECT_TOKEN_BUDGET="4000")
+    held: Indexes = client.app.state.services.indexes
+    ids, _ = await turn(client, USER_A, outside)
+    assert set(ids) == set(pinned[2:])  # every pinned memory of the 20 teams joined last
+    assert [t.id for t in held.teams_of(USER_A) or ()] == [f"t{n:02}" for n in reversed(range(2, len(pinned)))]
+    if index_mb != "0":  # the next turn searches the indexes held, and no other team's
+        await until(lambda: all(held.get(k) is not None for k in [USER_A, *(teams.principal(f"t{n:02}")
+                                                                          for n in range(2, len(pinned)))]))
+        assert held.get(teams.principal("t00")) is None
+        ids, _ = await turn(client, USER_A, outside)
+        assert set(ids) == set(pinned[2:])

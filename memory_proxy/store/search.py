@@ -39,7 +39,7 @@ from .scoring import (
     RECENT_READ,
     Sql,
 )
-from .teams import TeamRef
+from .teams import MAX_TEAMS_READ, TeamRef
 from .teams import principal as teams_principal
 
 SEARCH_CANDIDATES = 200  # binary-code neighbours re-ranked by exact cosine (recall@10 1.000 at 10,000)
@@ -188,8 +188,8 @@ class Scoped:
     memberships: tuple[TeamRef, ...]  # the user's teams when the search ran
 
 
-_MEMBERSHIPS = ("SELECT t.id, t.name FROM team_members m JOIN teams t ON t.id = m.team_id"
-                " WHERE m.user_id = %s ORDER BY t.id")
+_MEMBERSHIPS = ("SELECT t.id, t.name FROM team_members m JOIN teams t ON t.id = m.team_id"  # the teams a turn reads
+                f" WHERE m.user_id = %s ORDER BY m.added_at DESC, t.id LIMIT {MAX_TEAMS_READ}")
 
 
 def as_vector(values: Sequence[float]) -> np.ndarray:
@@ -232,8 +232,9 @@ async def search_scopes(conn: AsyncConnection[Any], *, user_id: str, teams: Coll
                         team_limit: int = 9) -> Scoped:
     """`search` for the user, and for each of `teams` (those the caller believes the user belongs to) the
     team's own best `team_limit` candidates, ranked within the team (its BM25 statistics are its own); with the
-    user's memberships now. One round trip on an idle connection: every statement runs in the user's scope,
-    so a team the user has left returns no row (db/migrations/0013), whatever the caller believed."""
+    user's memberships now (the MAX_TEAMS_READ added last: only those are searched). One round trip on an idle
+    connection: every statement runs in the user's scope, so a team the user has left returns no row
+    (db/migrations/0013), whatever the caller believed."""
     params = _params(user_id=user_id, model=model, embedding=embedding, text=text, limit=limit, mode=mode,
                      rrf_k=rrf_k, weights=weights, include_global=True, tiers=tiers)
     async with in_user_scope(conn, user_id):
@@ -241,7 +242,7 @@ async def search_scopes(conn: AsyncConnection[Any], *, user_id: str, teams: Coll
         mine = await _send(conn, params)
         theirs = {team: await conn.execute(_STATEMENT, {**params, "user_id": teams_principal(team), "with_global": False,
                                                         "limit": team_limit if embedding is not None else 0},
-                                           binary=True) for team in teams}
+                                           binary=True) for team in list(teams)[:MAX_TEAMS_READ]}
     memberships = tuple(TeamRef(*row) for row in await held.fetchall())
     found = {team.id: _found(await theirs[team.id].fetchall()).of_team(team)
              for team in memberships if team.id in theirs}
