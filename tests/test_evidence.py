@@ -48,8 +48,9 @@ How many wells did the charity fund? I volunteer for them.
     ("If I had a castle, I'd fill it with cats.", "If I had a castle, I'd fill it with cats."),
     ("Draft my CV summary, I've managed a hotel front desk for ten years",
      "Draft my CV summary, I've managed a hotel front desk for ten years"),
-    # a sentence that held a secret (redacted when the job was written) is about the secret
-    ("I'm building a bot. My key is [REDACTED: api_key], why does it fail?", "I'm building a bot."),
+    # a sentence that held a secret stays, with its placeholder: a fact holding that is dropped (content.py)
+    ("I'm building a bot. My key is [REDACTED: api_key], why does it fail?",
+     "I'm building a bot. My key is [REDACTED: api_key], why does it fail?"),
     # sentences end in any script
     ("東京に住んでいます。猫が二匹います！", "東京に住んでいます。 猫が二匹います！"),
 ])
@@ -123,6 +124,12 @@ TODAY = date(2026, 11, 25)
     ("User has 3 children.", "tengo tres hijos", None),
     ("User's daughter was born on 2026-11-24.", "mia figlia è nata ieri!!", None),
     ("User started running in 2023.", "I started running three years ago", None),
+    ("User runs 42 km a week.", "I run forty-two km a week", None),  # in words, in text2num's languages
+    ("Team has 32 engineers.", "on est trente-deux ingénieurs maintenant", None),
+    ("Team has 35 engineers.", "チームは三十五人になりました", None),
+    ("Team's staging host is db-stage-02.", "staging moved to db-stage-02, its password is [REDACTED: password]", None),
+    ("User's team has 25 people.", "wir sind jetzt fünfundzwanzig", None),
+    ("User runs 42 km a week.", "I run forty-three km a week", "unsupported"),
     ("User runs 42 km a week.", "I run a lot", "unsupported"),
     ("User's daughter was born on 2019-11-24.", "mia figlia è nata ieri!!", "unsupported"),
     # a name or number only in text that is not the user's: the assistant's words, the prompt's examples

@@ -119,7 +119,7 @@ async def test_a_question_reaches_the_model_and_only_grounded_facts_about_the_us
     memory_llm.extract = lambda message: [] if "capital" in message else [
         {"fact": "User uses Bun at work.", "type": "project"},
         {"fact": "User has a meeting tomorrow.", "type": "temporary"},
-        {"fact": "User lives in Oporto.", "type": "identity"},  # the prompt's example: dropped
+        {"fact": "User lives in Vellmora.", "type": "identity"},  # the prompt's example: dropped
         {"fact": "User runs 42 km a week.", "type": "preference"},  # a number never said: dropped
         "Bun is fast.",  # not about the user: dropped
     ]
@@ -143,14 +143,14 @@ async def test_a_question_restating_an_injected_memory_is_dropped_as_known_not_u
         client: Any, outside: Any, db: Any, worker: Any, memory_llm: Any) -> None:
     """Issue 26: "Any ideas near where I live?" made the model hand back what the turn was told; those facts were
     logged as `unsupported`, as if invented."""
-    lyon = await add_memory(db, USER_A, "User lives in Lyon.")
-    memory_llm.extract = lambda message: ["User lives in Lyon."]
+    runs = await add_memory(db, USER_A, "User runs 42 km a week.")
+    memory_llm.extract = lambda message: ["User runs 42 km a week."]  # a number the user did not say here
     known = metric("memory_proxy_facts_dropped_total", reason="known")
     await jobs.enqueue(db, user_id=USER_A, said_at=datetime.now(UTC), payload=FormationPayload(  # as the turn wrote it
-        "Any ideas for a walk near where I live?", retrieved=(Retrieved(lyon, "User lives in Lyon."),)))
+        "Any ideas for a longer run this week?", retrieved=(Retrieved(runs, "User runs 42 km a week."),)))
     assert await worker.run_until_idle() == 1
     assert metric("memory_proxy_facts_dropped_total", reason="known") == known + 1
-    assert await links(db, USER_A) == ["User lives in Lyon."]
+    assert await links(db, USER_A) == ["User runs 42 km a week."]
 
 
 def _said_facts(n: int) -> tuple[str, list[str]]:
@@ -168,6 +168,23 @@ def _kept(facts: list[str], message: str) -> tuple[list[str], list[str]]:
     texts, dropped = kept_facts([ExtractedFact(fact=f) for f in facts], own_words(message), [], "",
                                 datetime.now(UTC))
     return [text for text, _ in texts], [d["why"] for d in dropped]
+
+
+@pytest.mark.parametrize(("known", "why"), [
+    ((), ["unsupported"]),  # 5432: not in the user's words
+    (("User's staging database runs on port 5432.",), []),  # said before: the turn's memory holds it
+    (("User's flat is number 5432.",), []),  # a memory of the turn: its numbers are the user's, said before
+])
+def test_an_update_naming_the_old_value_is_grounded_by_the_turns_memories(known: tuple[str, ...],
+                                                                          why: list[str]) -> None:
+    from memory_proxy.memory.evidence import own_words
+    from memory_proxy.memory.extract import ExtractedFact
+    from memory_proxy.memory.formation import kept_facts
+
+    fact = ExtractedFact(fact="User's staging database moved from port 5432 to port 5433.", type="project")
+    kept, dropped = kept_facts([fact], own_words("staging moved to port 5433 today"), [], "", datetime.now(UTC),
+                               known)
+    assert [d["why"] for d in dropped] == why and len(kept) == 1 - len(why)
 
 
 def test_a_fact_the_model_marks_as_a_secret_is_dropped_whatever_it_says() -> None:

@@ -543,7 +543,7 @@ async def test_no_secret_of_the_corpus_is_stored_or_sent_to_the_memory_llm(
     assert leaked == []
     # a fact that held a secret is dropped whole ("User's key is [REDACTED]" is worth nothing)
     assert not any("REDACTED" in text for text in await links(db, USER_A))
-    # a sentence that held a secret never reaches the model (memory.evidence): few samples make a call at
-    # all; the raw secret handed back in each of those is dropped whole
+    # the model reads a sentence that held a secret with its placeholder only; the raw secret a model hands
+    # back (this fake repeats what it was told) is dropped whole
     calls = memory_llm.calls("extract")
-    assert calls and metric("memory_proxy_facts_dropped_total", reason="secret") - dropped_before == calls
+    assert calls and metric("memory_proxy_facts_dropped_total", reason="secret") - dropped_before >= calls

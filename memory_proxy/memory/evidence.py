@@ -9,8 +9,10 @@ trusted with:
   triple-quoted blocks, block quotes, text between separator lines (`---`: pasted e-mails and documents)
   and long quoted passages (40 characters, a Han or kana one counting two) are left out; prompt tags and chat-template
   tokens are removed (the sentence kept); sentences that address a machine ("SYSTEM:", "ignore previous
-  instructions", "note to the AI", statements about "the user" in the third person) and sentences that held
-  a secret (redacted before the job was written: "My key is [REDACTED: api_key]") are left out. What is
+  instructions", "note to the AI", statements about "the user" in the third person) are left out. A
+  sentence that held a secret stays the user's, with its placeholder ("db01 moved, its password is
+  [REDACTED: password]": the secret was redacted before the job was written): what else it says is theirs
+  (db01), and a fact holding the placeholder is dropped whole (memory/content.py). What is
   left out is kept apart (`OwnWords.left_out`): it is the text a fact must not come from. The
   machine-addressed patterns are English: an injection written in another language reaches the model as
   the user's words (it is told that the message is data), and the benchmark reports each language apart:
@@ -22,7 +24,8 @@ trusted with:
   A name or number found only in text that is not the user's (the assistant's reply, what own_words left
   out, the prompt's examples) is refused; a name found nowhere is a translation ("French" for
   "français") and passes; numbers up to 20 and years are not checked (written in words in any language,
-  resolved from a date, and found in any text), other numbers must be the user's. The parts of an
+  resolved from a date, and found in any text), other numbers must be the user's, in digits or in words
+  (text2num reads "thirty-two", "trente-deux", "zweiunddreißig" in its eight languages, cn2an "三十二"). The parts of an
   address ("recovery@evil.example", "evil.example", "Node.js") count as names, in any case.
 """
 
@@ -31,12 +34,15 @@ from __future__ import annotations
 import calendar
 import re
 import unicodedata
+import warnings
 from dataclasses import dataclass
 from datetime import date
 from functools import lru_cache
 
 from anyascii import anyascii
 from rapidfuzz import fuzz, process
+import cn2an
+from text_to_num import alpha2digit
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*", re.UNICODE)
 _NUMBER = re.compile(r"(\d+(?:[.,]\d+)?)\s?([kK]\b)?")
@@ -64,7 +70,6 @@ _MACHINE_ADDRESSED = re.compile(r"""(?ix)
   | \b(new|updated)\s+(memory|memories|instructions?|system\s+prompt)\b
   | \bthe\s+user(['’]s|\s+(is|has|wants|prefers|likes|lives|works|asked|would|authori[sz]ed|must|should))\b
 """)
-_REDACTED = re.compile(r"\[REDACTED: \w+\]")  # memory_proxy/redact's placeholder: the sentence was about a secret
 _OMITTED = " […] "
 _SELF = frozenset({"user", "user's", "i"})  # a fact's subject, not a name
 # English calendar words a fact may use for a date resolved from the turn's day ("User starts on Monday").
@@ -72,6 +77,8 @@ _CALENDAR = frozenset(w.lower() for w in [*calendar.month_name[1:], *calendar.da
 DATE_WINDOW_DAYS = 400  # a resolved date ("next March", "last spring") lies within this of the turn
 SMALL_NUMBER = 20  # numbers up to this are often written in words ("two kids", "dos hijos"): not checked
 YEARS = (1900, 2100)  # a year is often resolved from the turn's date ("three years ago"): not checked
+NUMBER_WORDS = ("en", "fr", "de", "es", "it", "pt", "nl", "da")  # text2num's languages: each reading is tried
+_HAN_NUMERAL = re.compile("[〇零一二两三四五六七八九十百千万萬億亿]")  # Chinese and Japanese numerals: cn2an reads them
 NEAR = 0.75  # spelling similarity at which two names are one (transliterations, exonyms)
 
 
@@ -151,7 +158,7 @@ def own_words(message: str) -> OwnWords:
     text = _TAGS.sub(" ", text)
     kept: dict[str, None] = {}  # in order, each once
     for sentence in _sentences(text):
-        if _MACHINE_ADDRESSED.search(sentence) or _REDACTED.search(sentence):
+        if _MACHINE_ADDRESSED.search(sentence):
             left_out.append(sentence)
         else:
             kept[sentence] = None
@@ -191,8 +198,19 @@ def _source(texts: tuple[str, ...]) -> Source:
     """The Source of `texts`, built once for all the facts of a turn (grounding asks for it per fact)."""
     text = "\n".join(texts)
     found = words(text)
-    return Source(frozenset(found), "".join(found), frozenset(_values(text)),
-                  frozenset(w[:n] for w in found for n in (4, 5)))
+    numbers = frozenset(_values(text)).union(_spelt(text))
+    return Source(frozenset(found), "".join(found), numbers, frozenset(w[:n] for w in found for n in (4, 5)))
+
+
+def _spelt(text: str) -> list[float]:
+    """The numbers `text` writes in words ("thirty-two", "trente-deux", "三十二"), as maintained readers read
+    them: text2num in its eight languages, cn2an for Han numerals."""
+    readings = [alpha2digit(text, language) for language in NUMBER_WORDS]
+    if _HAN_NUMERAL.search(text):
+        with warnings.catch_warnings():  # cn2an warns of each numeral it cannot read, and leaves it as it was
+            warnings.simplefilter("ignore")
+            readings.append(cn2an.transform(text, "cn2an"))
+    return [number for reading in readings for number in _values(reading)]
 
 
 def _uncased(word: str) -> bool:

@@ -58,7 +58,7 @@ from ..store.scope import user_scope
 from .content import MAX_FACTS_PER_TURN, Content, memory_content, same_text_key
 from .document import embedding_text
 from .embed import Embedder, embed_one
-from .evidence import OwnWords, grounding, own_words
+from .evidence import OwnWords, grounding, names, own_words
 from .extract import SECRET, ExtractedFact, Extraction, extract_facts
 from .heuristics import contentless
 from .llm import MalformedReply, MemoryLLM
@@ -78,6 +78,7 @@ REMEMBERED = "the chat model remembered it in this turn"  # why a protected memo
 _ABOUT_USER = re.compile(r"^(the\s+)?user\b", re.I)
 _ABOUT_TEAM = re.compile(r"^(the\s+)?team\b", re.I)
 _WORD = re.compile(r"\w+")
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
 
 
 @dataclass
@@ -146,7 +147,7 @@ async def form(turn: Turn, *, pool: AsyncConnectionPool, embedder: Embedder, llm
         return formation
     scoped = [(text, fact, "") for text, fact in kept]  # (text, fact, holder: "" the user's own)
     if settings.team_facts != "off":  # whose is each fact: the user's, or one of their teams'
-        scoped = await _scoped(turn, said, earlier, elsewhere, kept, others, pool=pool, llm=llm, scanner=scanner,
+        scoped = await _scoped(turn, said, earlier, elsewhere, known, kept, others, pool=pool, llm=llm, scanner=scanner,
                                formation=formation)
     vectors = await embedder.embed([embedding_text(text, turn.said_at) for text, _, _ in scoped])
     compared: list[tuple[str, ExtractedFact, list[float], list[Memory], str]] = []
@@ -183,7 +184,7 @@ async def form(turn: Turn, *, pool: AsyncConnectionPool, embedder: Embedder, llm
     return formation
 
 
-async def _scoped(turn: Turn, said: OwnWords, earlier: list[str], elsewhere: str,
+async def _scoped(turn: Turn, said: OwnWords, earlier: list[str], elsewhere: str, known: list[str],
                   kept: list[tuple[str, ExtractedFact]], others: list[dict[str, str]], *, pool: AsyncConnectionPool,
                   llm: MemoryLLM, scanner: Scanner, formation: Formation) -> list[tuple[str, ExtractedFact, str]]:
     """The kept facts with whose each is (TEAM_FACTS review or auto): (text, fact, holder), holder "" for the user's
@@ -193,7 +194,7 @@ async def _scoped(turn: Turn, said: OwnWords, earlier: list[str], elsewhere: str
     stays the user's own and another stays dropped, as every fact does when the call fails to answer."""
     personal = [(text, fact, "") for text, fact in kept]
     async with pool.connection() as conn:
-        mine = [membership.team for membership in await teams.teams_of(conn, turn.user_id)]
+        mine = [membership.team for membership in await teams.teams_of(conn, turn.user_id, newest=teams.MAX_TEAMS_READ)]
     if not mine:
         return personal
     shown = [*kept, *((d["fact"], ExtractedFact(fact=d["fact"], type=d.get("type", ""))) for d in others)]
@@ -203,7 +204,8 @@ async def _scoped(turn: Turn, said: OwnWords, earlier: list[str], elsewhere: str
     except MalformedReply as exc:
         formation.malformed.append(str(exc))
         return personal
-    checked = await scanner.run(kept_team_facts, [f.text for f in found], said, earlier, elsewhere, turn.said_at)
+    checked = await scanner.run(kept_team_facts, [f.text for f in found], said, earlier, elsewhere, turn.said_at,
+                                known)
     taken = []
     for team_fact, (text, why) in zip(found, checked, strict=True):
         holder, fact = teams.principal(team_fact.team.id), shown[team_fact.index][1]
@@ -219,14 +221,14 @@ async def _scoped(turn: Turn, said: OwnWords, earlier: list[str], elsewhere: str
 
 
 def kept_team_facts(texts: list[str], said: OwnWords, earlier: list[str], elsewhere: str,
-                    said_at: datetime) -> list[tuple[str, str | None]]:
+                    said_at: datetime, known: Sequence[str] = ()) -> list[tuple[str, str | None]]:
     """Each team sentence cleaned, with why it may not be stored (None: it may): the guards of `kept_facts`,
     about the team ("Team …") instead of the user."""
     checked: list[tuple[str, str | None]] = []
     for raw in texts:
         content = memory_content(raw.strip())
-        why = _why_not(content, [], _ABOUT_TEAM, "not_about_team") or grounding(
-            content.text, said=said, earlier=earlier, elsewhere=elsewhere, said_on=said_at.date())
+        why = _why_not(content, [], _ABOUT_TEAM, "not_about_team") or _ungrounded(
+            content.text, said, earlier, elsewhere, said_at, known)
         checked.append((content.text, why))
     return checked
 
@@ -306,23 +308,36 @@ def kept_facts(facts: list[ExtractedFact], said: OwnWords, earlier: list[str], e
                known: Sequence[str] = ()) -> tuple[list[tuple[str, ExtractedFact]], list[dict[str, str]]]:
     """The facts worth storing, cleaned, and each one left out with its reason. `known`: the memories
     injected into this turn; an ungrounded fact that only restates one (all its words in it) is dropped as
-    `known`, not `unsupported`. Past MAX_FACTS_READ facts the rest are dropped unread (`over_cap`)."""
+    `known`, not `unsupported`; one whose names and numbers the user's words and those memories hold (an
+    update that names the old value) is kept. Past MAX_FACTS_READ facts the rest are dropped unread
+    (`over_cap`)."""
     kept: list[tuple[str, ExtractedFact]] = []
     dropped: list[dict[str, str]] = []
-    known_words = [set(_WORD.findall(text.lower())) for text in known]
     for fact in facts[:MAX_FACTS_READ]:
         content = memory_content(_ABOUT_USER.sub("User", fact.fact.strip(), count=1))
-        words = set(_WORD.findall(content.text.lower()))
-        why = "secret" if fact.type == SECRET else _why_not(content, [text for text, _ in kept]) or grounding(
-            content.text, said=said, earlier=earlier, elsewhere=elsewhere, said_on=said_at.date())
-        if why in ("unsupported", "not_users_words") and words and any(words <= k for k in known_words):
-            why = "known"  # not invented: the model restated what the turn was told (a restatement in the
-            # user's own words is grounded and goes on to be matched with the memory it repeats)
+        why = "secret" if fact.type == SECRET else _why_not(content, [text for text, _ in kept]) or _ungrounded(
+            content.text, said, earlier, elsewhere, said_at, known)
         if why:
             dropped.append({"fact": content.text[:200], "why": why, "type": fact.type})  # redacted: it is logged
         else:
             kept.append((content.text, fact))
     return kept, dropped + [{"fact": "", "why": "over_cap"} for _ in facts[MAX_FACTS_READ:]]
+
+
+def _ungrounded(text: str, said: OwnWords, earlier: list[str], elsewhere: str, said_at: datetime,
+                known: Sequence[str]) -> str | None:
+    """Why a fact is not grounded (memory/evidence.grounding), "known" when it only restates one of the turn's
+    memories (`known`: all its words in it; a restatement in the user's own words is grounded and goes on to
+    be matched with the memory it repeats), or None; also None when the user's words and those memories
+    hold its names and numbers: an update that names the old value ("moved from port 5432 to 5433")."""
+    why = grounding(text, said=said, earlier=earlier, elsewhere=elsewhere, said_on=said_at.date())
+    if why is None or not known:
+        return why
+    words = set(_WORD.findall(text.lower()))
+    if words and any(words <= set(_WORD.findall(memory.lower())) for memory in known):
+        return "known"  # not invented: the model restated what the turn was told
+    return None if grounding(text, said=said, earlier=[*earlier, *known], elsewhere=elsewhere,
+                             said_on=said_at.date()) is None else why
 
 
 def _why_not(content: Content, kept: list[str], about: re.Pattern[str] = _ABOUT_USER,
@@ -371,15 +386,17 @@ async def _forgotten(turn: Turn, said: OwnWords, what: str, *, pool: AsyncConnec
 
 @cache
 def _example_facts() -> str:
-    """What the memory prompts quote (their examples' made-up people, places and numbers): a fact copied from
-    them is no fact. Only the quoted text: the instructions' own words ("English") are no example. Of the scope
-    call's example team facts ("Team's build server runs on Ardent."), what follows their subject: a team's
-    fact may well name the team in the middle of a sentence."""
+    """The names and numbers the memory prompts' examples quote (their made-up people, places and numbers): a
+    fact holding one the user did not say copied it. Names and numbers only: the examples' other words are
+    everyone's ("years", "team"), and a fact may well say "Year" or "Team". Of the scope call's example team
+    facts ("Team's build server runs on Ardent."), what follows their subject: a team's fact may well name the
+    team in the middle of a sentence."""
     quoted = load_prompt("memory.md").split('"')  # the example facts, and the example messages
     teams = [q.split(" ", 1)[1] for q in load_prompt("scope_turn.md").split('"') if q.startswith("Team ")
              or q.startswith("Team's ")]
-    return "\n".join([*(q for q in quoted if q.startswith("User") or (len(q) > 24 and q[0].isalpha() and "\n" not in q)),
-                      *teams])
+    examples = [*(q for q in quoted if q.startswith("User") or (len(q) > 24 and q[0].isalpha() and "\n" not in q)),
+                *teams]
+    return "\n".join(filter(None, (" ".join([*names(q), *_NUMBER.findall(q)]) for q in examples)))
 
 
 def _assistant_before(payload: FormationPayload) -> str:
