@@ -4,22 +4,22 @@ Each variable is declared once, on the dataclass field it fills, with its defaul
 parser)` (memory_proxy/settings_spec.py); a default that depends on other settings is its `unset` rule, and a
 section built in code takes the defaults from there too. `SPECS` lists the variables for docs/CONFIGURATION.md's table.
 `load_settings(env)` reports every mistake at once and returns a frozen tree of small dataclasses. A field
-without a variable, or a name declared twice, fails at import.
+without a variable, or a name declared twice, fails at import. The memory LLM's section, with the rules that
+choose its provider and mode, is in memory_proxy/settings_llm.py.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 import platformdirs
 
+from .settings_llm import MISTRAL_KEY, MISTRAL_URL, MemoryLLMSettings, memory_llm_provider, provider_url
 from .settings_spec import (
     Declarations,
     SettingsError,
@@ -43,13 +43,12 @@ from .settings_spec import (
     url,
 )
 
-__all__ = ["SPECS", "Settings", "SettingsError", "Spec", "declarations", "env", "load_settings", "markdown_table"]
+__all__ = ["SPECS", "MemoryLLMSettings", "Settings", "SettingsError", "Spec", "declarations", "env", "load_settings", "markdown_table"]
 
 
 # The kinds of memory and, per kind, its decay half-life and its time to live in days (None: never).
 # Identity facts (name, job, home) and preferences last; context and temporary ones fade.
 MEMORY_TYPES = ("identity", "preference", "relationship", "project", "context", "temporary")
-MISTRAL_URL = "https://api.mistral.ai/v1"
 # The defaults that depend on EMBEDDING_PROVIDER, as (`local`, any other). `local`'s small model: its
 # RETRIEVAL_TEXT_WEIGHT and _RRF_K are the best on LoCoMo (benchmarks/), its RETRIEVAL_MIN_SCORE is calibrated
 # (MiniLM puts related sentences at 0.4–0.7).
@@ -62,11 +61,6 @@ RRF_K = (20, 60)
 def _per_embedder(local_and_other: tuple[Any, Any]) -> Callable[[Values], Any]:
     """An `unset` rule: the `local` embedder's value or the others'."""
     return lambda values: local_and_other[values["embedding.provider"] != "local"]
-
-
-def _provider_url(section: str) -> Callable[[Values], str]:
-    """An `unset` rule: Mistral's URL for the `mistral` provider, the upstream's for `openai`."""
-    return lambda values: MISTRAL_URL if values[f"{section}.provider"] == "mistral" else values["upstream.base_url"]
 
 
 def _days_per_type(value: str) -> dict[str, float | None]:
@@ -83,9 +77,7 @@ def _days_per_type(value: str) -> dict[str, float | None]:
     return days
 
 
-# Variables that fill several fields, declared once here.
-_MISTRAL_KEY = Spec("MISTRAL_API_KEY", "", "Mistral key: fallback for the upstream, embedding and "
-                    "memory-LLM keys.")
+# Variables that fill several fields, declared once here (MISTRAL_API_KEY: settings_llm.py).
 _HALF_LIFE = Spec("MEMORY_HALF_LIFE_DAYS", "identity=never,preference=180,relationship=365,project=60,context=7,temporary=1",
                   "Decay half-life per memory type in days (`never`: no decay). Pinned memories never decay.",
                   _days_per_type)
@@ -142,7 +134,7 @@ class DatabaseSettings:
 class UpstreamSettings:
     base_url: str = env("UPSTREAM_BASE_URL", MISTRAL_URL, "OpenAI-compatible upstream, up to `/v1`.", url)
     api_key: str = env("UPSTREAM_API_KEY", "", "Key sent to the upstream. Falls back to `MISTRAL_API_KEY`.",
-        fallback=_MISTRAL_KEY, unset=lambda _: "", repr=False)
+        fallback=MISTRAL_KEY, unset=lambda _: "", repr=False)
     connect_timeout: float = env("UPSTREAM_CONNECT_TIMEOUT", "10", "Seconds to connect to the upstream.",
         positive_float)
     first_byte_timeout: float = env("UPSTREAM_FIRST_BYTE_TIMEOUT", "300", "Seconds from sending a request to "
@@ -169,9 +161,9 @@ class EmbeddingSettings:
         f"of the same model are ever compared. Default: `{EMBEDDING_MODEL[1]}` for `mistral` and `openai`, "
         f"`{EMBEDDING_MODEL[0]}` for `local`.", unset=_per_embedder(EMBEDDING_MODEL))
     base_url: str = env("EMBEDDING_BASE_URL", "", f"Embeddings endpoint up to `/v1`. Default: "
-        f"{MISTRAL_URL} for `mistral`, `UPSTREAM_BASE_URL` for `openai`.", url, unset=_provider_url("embedding"))
+        f"{MISTRAL_URL} for `mistral`, `UPSTREAM_BASE_URL` for `openai`.", url, unset=provider_url("embedding"))
     api_key: str = env("EMBEDDING_API_KEY", "", "Embeddings key. Falls back to `MISTRAL_API_KEY`, then "
-        "`UPSTREAM_API_KEY`.", fallback=_MISTRAL_KEY, unset=lambda values: values["upstream.api_key"], repr=False)
+        "`UPSTREAM_API_KEY`.", fallback=MISTRAL_KEY, unset=lambda values: values["upstream.api_key"], repr=False)
 
 
 @dataclass(frozen=True)
@@ -235,61 +227,6 @@ class RetrievalSettings:
         "docs/TOOLS.md) or `threshold` (as without tools: also the memories similar to the message).",
         choice("threshold", "always_on"), in_code=True)
     ranking: RankingSettings = field(default_factory=RankingSettings)
-
-
-MEMORY_LLM_MODEL = "mistral-small-latest"
-
-
-def _on_this_network(base_url: str) -> bool:
-    """Whether a server is reached on this machine or a private network (llama.cpp, Ollama, a compose
-    service such as `http://ollama:11434`), not a hosted API: a deployment guard, read from the URL alone."""
-    host = urlparse(base_url).hostname or ""
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return host == "localhost" or "." not in host or host.endswith((".local", ".internal", ".lan"))
-    return address.is_loopback or address.is_private or address.is_link_local
-
-
-def _memory_llm_mode(values: Values) -> str:
-    """An `unset` rule: `json` (the schema as a grammar, what llama.cpp and Ollama constrain a small model
-    with) for the upstream reached on this machine or network; `tools` for a hosted API (OpenAI, Mistral)."""
-    local = values["memory_llm.provider"] == "upstream" and _on_this_network(values["upstream.base_url"])
-    return "json" if local else "tools"
-
-
-def _memory_llm_provider(parsed: Mapping[Spec, Any]) -> str:
-    """MEMORY_LLM_PROVIDER when unset: `mistral` as soon as a memory LLM of its own is configured (its model,
-    URL or key, or a Mistral key), else `upstream`: one server for a self-hoster, and formation reads with
-    the model the user chose. Read from the parsed variables, which alone say what was set."""
-    own = ("memory_llm.model", "memory_llm.base_url", "memory_llm.api_key")
-    return "mistral" if any(parsed[FIELDS[f]] for f in own) or parsed[_MISTRAL_KEY] else "upstream"
-
-
-@dataclass(frozen=True)
-class MemoryLLMSettings:
-    provider: str = env("MEMORY_LLM_PROVIDER", "", "`mistral` (mistralai SDK), `openai` (any "
-        "OpenAI-compatible chat API) or `upstream` (`UPSTREAM_BASE_URL` with its key, and each turn's own "
-        "model) for the formation calls. Default: `upstream` when no memory LLM is configured (none of "
-        "`MEMORY_LLM_MODEL`, `MEMORY_LLM_BASE_URL`, `MEMORY_LLM_API_KEY`, `MISTRAL_API_KEY` set), else "
-        "`mistral`.", choice("mistral", "openai", "upstream"))
-    model: str = env("MEMORY_LLM_MODEL", "", f"Model that reads each turn for new facts about the user. With "
-        f"`upstream`: the turn's own model, this one only for a job that names none. Default: "
-        f"`{MEMORY_LLM_MODEL}`.", unset=lambda _: MEMORY_LLM_MODEL)
-    base_url: str = env("MEMORY_LLM_BASE_URL", "", f"Memory LLM endpoint up to `/v1`. Default: "
-        f"{MISTRAL_URL} for `mistral`, `UPSTREAM_BASE_URL` for `openai` and `upstream`.", url,
-        unset=_provider_url("memory_llm"))
-    api_key: str = env("MEMORY_LLM_API_KEY", "", "Memory LLM key. Falls back to `MISTRAL_API_KEY`, then "
-        "`UPSTREAM_API_KEY` (with `upstream`: to `UPSTREAM_API_KEY` only).", fallback=_MISTRAL_KEY, unset=lambda values: values["upstream.api_key"], repr=False)
-    mode: str = env("MEMORY_LLM_MODE", "", "How instructor asks for structured output: `tools`, "
-        "`json_schema`, `json` (a JSON object constrained by the schema: llama.cpp, Ollama and most local "
-        "servers) or `md_json`. Default: `json` for `upstream` on this machine or a private network "
-        "(loopback, private address, a host name without a dot such as a compose service), else `tools`.",
-        choice("tools", "json_schema", "json", "md_json"), unset=_memory_llm_mode)
-    timeout_s: float = env("MEMORY_LLM_TIMEOUT", "60", "Seconds one memory-LLM call may take.", positive_float)
-    max_tokens: int = env("MEMORY_LLM_MAX_TOKENS", "1024", "Most tokens one memory-LLM reply may take (an "
-        "extraction needs ~400). A small model that never closes its JSON stops here, not at the timeout: the "
-        "reply is then malformed and read as no answer.", positive_int)
 
 
 @dataclass(frozen=True)
@@ -408,7 +345,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     parsed, problems = DECLARED.parse(os.environ if env is None else env)
     mode, provider = FIELDS["memory_llm.mode"], FIELDS["memory_llm.provider"]
     if parsed.get(provider) is None and not problems:
-        parsed[provider] = _memory_llm_provider(parsed)
+        parsed[provider] = memory_llm_provider(parsed, FIELDS)
     if parsed.get(provider) == "mistral" and parsed.get(mode) == "json":
         problems.append(f"{mode.name}='json': not available with {provider.name}=mistral "
                         "(use tools, json_schema or md_json)")
