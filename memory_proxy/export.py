@@ -3,7 +3,8 @@
 
 JSON: `{"format": "memory-proxy/memories", "version": 1, "user_id", "exported_at", "memories"` (active),
 `"history"` (superseded, deleted and expired versions), `"updates"` (the user's audit rows), `"jobs"`
-(pending formation jobs), `"team_memories"` (active memories the user wrote in teams, each with its `team`)},
+(pending formation jobs), `"team_memories"` (active memories the user wrote in teams, each with its `team`),
+`"team_proposals"` (facts of the user's words proposed to a team, pending: TEAM_FACTS=review)},
 dates in ISO 8601. A memory holds what it is (text, type, pin, dates, expiry,
 use counts), never its vector: an import re-embeds with the configured embedder, so an export moves
 between models and installations. An import reads `memories` only, and of each only the fields above
@@ -26,7 +27,8 @@ def document(user_id: str, everything: Mapping[str, Any], exported_at: datetime)
     return {"format": FORMAT, "version": VERSION, "user_id": user_id, "exported_at": exported_at.isoformat(),
             "memories": _dated(everything["memories"]), "history": _dated(everything["history"]),
             "updates": _dated(everything["updates"]), "jobs": everything["jobs"],
-            "team_memories": _dated(everything.get("team_memories", []))}
+            "team_memories": _dated(everything.get("team_memories", [])),
+            "team_proposals": _dated(everything.get("team_proposals", []))}
 
 
 def markdown(export: Mapping[str, Any]) -> str:
@@ -43,6 +45,9 @@ def markdown(export: Mapping[str, Any]) -> str:
     lines += ["", "## Written in teams", ""]
     for m in export.get("team_memories", []):
         lines.append(f"- team **{m['team']}**: {m['content']} — stated {_when(m['stated_at'])}, id `{m['id']}`")
+    lines += ["", "## Proposed to teams, pending", ""]
+    for p in export.get("team_proposals", []):
+        lines.append(f"- team **{p['team']}**: {p['content']} — proposed {_when(p['created_at'])}")
     lines += ["", "## History", ""]
     for u in export["updates"]:
         lines.append(f"- {_when(u['created_at'])} **{u['action']}** {u['old_id'] or '—'} →"

@@ -254,11 +254,13 @@ async def enqueue_formation(services: Services, user_id: str, payload: Formation
     turn's tool work, read at the reply's end for what `remember` stored (formation leaves those alone)."""
     # Redacted here, so that neither the job table nor the memory LLM ever sees a secret; off the event loop
     # (a long turn in a worker process: memory_proxy/scanner.py). A text that could not be scanned in time is not
-    # kept: the turn's job is dropped (counted), never stored unchecked.
+    # kept: the turn's job is dropped (counted), never stored unchecked. The memories it holds (`retrieved`,
+    # `remembered`) are not scanned again: every stored text was redacted when written (memory/content.py).
     try:
-        replied = replace(payload, assistant_reply=assistant_reply[:MAX_REPLY_CHARS],
-                          remembered=tuple(tools.remembered) if tools else ())
-        redacted = FormationPayload.from_json(await services.scanner.redact_strings(replied.to_json()))
+        written = (payload.retrieved, tuple(tools.remembered) if tools else ())
+        unread = replace(payload, assistant_reply=assistant_reply[:MAX_REPLY_CHARS], retrieved=(), remembered=())
+        redacted = replace(FormationPayload.from_json(await services.scanner.redact_strings(unread.to_json())),
+                           retrieved=written[0], remembered=written[1])
     except ScanFailed as exc:  # the engine failed or the scan took too long: fail closed
         JOB_EVENTS.labels("unscanned").inc()
         log.error("job_unscanned", user_id=user_id, error=type(exc).__name__)  # its message may quote the text

@@ -11,6 +11,7 @@ import asyncio
 import os
 import re
 import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,9 @@ import httpx
 import pytest
 
 from memory_proxy.api import BROWSER_DIR
-from tests.conftest import PROXY_KEY, USER_A, USER_B
+from memory_proxy.schemas import FactAttributes
+from memory_proxy.store import proposals, teams
+from tests.conftest import PROXY_KEY, USER_A, USER_B, vector_for
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -113,8 +116,24 @@ def _flow(driver: Any, base_url: str) -> None:
     driver.find_element(By.ID, "create").click()
     wait.until(lambda d: len(items()) == 2)
 
+    # its proposals (TEAM_FACTS=review), shown to an editor: one accepted into the team's memories, one rejected
+    def proposed() -> list[Any]:
+        return driver.find_elements(By.CSS_SELECTOR, "#proposal-list .proposal")
 
-async def test_find_edit_pin_history_delete_in_a_real_browser(live_url: str) -> None:
+    wait.until(lambda d: d.find_element(By.ID, "proposals").is_displayed())
+    assert [p.find_element(By.CLASS_NAME, "content").text for p in proposed()] == list(PROPOSED)
+    proposed()[0].find_element(By.CLASS_NAME, "accept").click()
+    wait.until(status_is("Accepted."))
+    assert len(items()) == 3 and len(proposed()) == 1
+    proposed()[0].find_element(By.CLASS_NAME, "reject").click()
+    wait.until(status_is("Rejected."))
+    assert not driver.find_element(By.ID, "proposals").is_displayed() and len(items()) == 3
+
+
+PROPOSED = ("Team's deploys freeze on Fridays.", "Team's wiki lives on Quillbook.")
+
+
+async def test_find_edit_pin_history_delete_in_a_real_browser(live_url: str, db: Any) -> None:
     if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
         message = "chromium/chromedriver missing: run .ci/install-system-packages.sh"
         if os.environ.get("CI") == "true":
@@ -129,6 +148,11 @@ async def test_find_edit_pin_history_delete_in_a_real_browser(live_url: str) -> 
         team = await api.post(f"{API}/teams/platform/memories",
                               json={"content": "Team's staging database runs on port 5433."})
         assert team.status_code == 201, team.text
+        for content in PROPOSED:  # as formation keeps a team's fact under TEAM_FACTS=review
+            await proposals.propose(db, holder=teams.principal("platform"), proposed_by=USER_A, content=content,
+                                    embedding=vector_for(content), model="mistral-embed", action="add",
+                                    replaces=None, reason="new information", stated_at=datetime.now(UTC),
+                                    attributes=FactAttributes(memory_type="project"))
 
         with tempfile.TemporaryDirectory(prefix="mp-chromium-") as profile:
             driver = await asyncio.to_thread(_driver, profile)
@@ -142,5 +166,5 @@ async def test_find_edit_pin_history_delete_in_a_real_browser(live_url: str) -> 
         b_memory = (await api.get(f"{API}/memories/{other.json()['id']}", params={"user": USER_B})).json()
         assert b_memory["active"] and b_memory["content"] == "User B drinks tea."
         written = (await api.get(f"{API}/teams/platform/memories")).json()["data"]
-        assert sorted(m["content"] for m in written) == ["Team ships on Thursdays.",
+        assert sorted(m["content"] for m in written) == ["Team ships on Thursdays.", PROPOSED[0],
                                                          "Team's staging database runs on port 5433."]

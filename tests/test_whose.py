@@ -197,6 +197,12 @@ async def test_a_rejected_proposal_is_gone_and_an_erased_proposer_takes_theirs_a
     first, second = (await client.get(route, headers={"x-openwebui-user-id": USER_B})).json()["data"]
     rejected = await client.post(f"{route}/{first['id']}/reject", headers={"x-openwebui-user-id": USER_B})
     assert rejected.json() == {"proposal": first["id"], "rejected": True}
+    exported = (await client.get("/api/v1/export", params={"user": USER_A})).json()  # the proposer's pending one
+    assert [(p["id"], p["team"], p["content"]) for p in exported["team_proposals"]] == [
+        (second["id"], "platform", second["content"])]
+    assert (await client.get("/api/v1/export", params={"user": USER_B})).json()["team_proposals"] == []
+    markdown = (await client.get("/api/v1/export", params={"user": USER_A, "format": "markdown"})).text
+    assert f"team **platform**: {second['content']}" in markdown.split("## Proposed to teams")[1]
     erased = await client.post("/api/v1/erase", params={"user": USER_A, "confirm": USER_A})
     assert erased.json()["erased"]["team_proposals"] == 1
     assert (await client.get(route, headers={"x-openwebui-user-id": USER_B})).json()["data"] == []

@@ -120,9 +120,32 @@ async function load(more = false) {
     $("#more").hidden = !cursor;
     const whose = page.user.startsWith("team:") ? `team ${$("#scope").selectedOptions[0].textContent}` : page.user;
     status(`${$("#list").children.length} memories of ${whose}.`);
+    if (!more) await loadProposals();
   } catch (error) {
     status(error.message, true);
   }
+}
+
+// The chosen team's pending facts (TEAM_FACTS=review), for its editors (and operators) to accept into the team's
+// memories or reject; the API refuses them to a member who is not an editor, who then sees no section.
+async function loadProposals() {
+  const team = $("#scope").value;
+  const base = `/teams/${encodeURIComponent(team)}/proposals`;
+  let found = { data: [] };
+  if (team) {
+    try {
+      found = await call("GET", base);
+    } catch (error) {
+      found = { data: [] };
+    }
+  }
+  $("#proposal-list").replaceChildren(...found.data.map((p) => el("li", { className: "proposal" },
+    el("div", { className: "content", textContent: p.content }),
+    el("div", { className: "meta", textContent: `${p.action} · proposed by ${p.proposed_by} · ${when(p.created_at)}` }),
+    el("div", { className: "actions" },
+      button("Accept", "accept", () => act(() => call("POST", `${base}/${p.id}/accept`), "Accepted.")),
+      button("Reject", "reject", () => act(() => call("POST", `${base}/${p.id}/reject`), "Rejected."))))));
+  $("#proposals").hidden = found.data.length === 0;
 }
 
 async function showHistory(id) {

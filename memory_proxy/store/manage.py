@@ -175,9 +175,15 @@ _AUTHORED = (f"SELECT {_COLUMNS}, substr(uv.user_id, length('team:') + 1) FROM u
              " ORDER BY uv.created_at, v.id")
 
 
+_PROPOSED_NAMES = ("id", "team", "content", "memory_type", "action", "stated_at", "created_at")
+_PROPOSED = ("SELECT id, substr(user_id, length('team:') + 1), content, memory_type, action, stated_at, created_at"
+             " FROM team_proposals WHERE proposed_by = %(user)s ORDER BY id")
+
+
 async def export(conn: AsyncConnection[Any], user_id: str) -> dict[str, Any]:
-    """Everything held for the user: active memories, retired versions, audit rows, pending jobs' count, and
-    the active team memories they wrote (in any team, also one they have left)."""
+    """Everything held for the user: active memories, retired versions, audit rows, pending jobs' count, the
+    active team memories they wrote (in any team, also one they have left) and the team proposals made from
+    their words, still pending."""
     async with user_scope(conn, user_id):
         links = await conn.execute(f"SELECT {_COLUMNS} {_FROM} ORDER BY uv.created_at, v.id", {"user": user_id})
         updates = await conn.execute(f"SELECT {_UPDATE_COLUMNS} FROM memory_updates WHERE user_id = %s"
@@ -188,8 +194,9 @@ async def export(conn: AsyncConnection[Any], user_id: str) -> dict[str, Any]:
         pending = (await jobs.fetchone() or [0])[0]
     async with in_all_users(conn):
         authored = _rows(await (await conn.execute(_AUTHORED, {"user": user_id})).fetchall(), (*_NAMES, "team"))
+        proposed = _rows(await (await conn.execute(_PROPOSED, {"user": user_id})).fetchall(), _PROPOSED_NAMES)
     return {"memories": [m for m in every if m["active"]], "history": [m for m in every if not m["active"]],
-            "updates": audit_rows, "jobs": int(pending), "team_memories": authored}
+            "updates": audit_rows, "jobs": int(pending), "team_memories": authored, "team_proposals": proposed}
 
 
 async def counts(conn: AsyncConnection[Any], user_id: str) -> dict[str, int]:
