@@ -39,9 +39,9 @@ from dataclasses import dataclass
 from datetime import date
 from functools import lru_cache
 
+import cn2an
 from anyascii import anyascii
 from rapidfuzz import fuzz, process
-import cn2an
 from text_to_num import alpha2digit
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*", re.UNICODE)

@@ -147,8 +147,8 @@ async def form(turn: Turn, *, pool: AsyncConnectionPool, embedder: Embedder, llm
         return formation
     scoped = [(text, fact, "") for text, fact in kept]  # (text, fact, holder: "" the user's own)
     if settings.team_facts != "off":  # whose is each fact: the user's, or one of their teams'
-        scoped = await _scoped(turn, said, earlier, elsewhere, known, kept, others, pool=pool, llm=llm, scanner=scanner,
-                               formation=formation)
+        scoped = await _scoped(turn, said, earlier, elsewhere, known, kept, others, pool=pool, llm=llm,
+                               scanner=scanner, formation=formation)
     vectors = await embedder.embed([embedding_text(text, turn.said_at) for text, _, _ in scoped])
     compared: list[tuple[str, ExtractedFact, list[float], list[Memory], str]] = []
     async with pool.connection() as conn, user_scope(conn, turn.user_id):  # a team's rows: a member's scope
@@ -194,7 +194,8 @@ async def _scoped(turn: Turn, said: OwnWords, earlier: list[str], elsewhere: str
     stays the user's own and another stays dropped, as every fact does when the call fails to answer."""
     personal = [(text, fact, "") for text, fact in kept]
     async with pool.connection() as conn:
-        mine = [membership.team for membership in await teams.teams_of(conn, turn.user_id, newest=teams.MAX_TEAMS_READ)]
+        memberships = await teams.teams_of(conn, turn.user_id, newest=teams.MAX_TEAMS_READ)
+    mine = [membership.team for membership in memberships]
     if not mine:
         return personal
     shown = [*kept, *((d["fact"], ExtractedFact(fact=d["fact"], type=d.get("type", ""))) for d in others)]
