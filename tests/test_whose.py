@@ -124,6 +124,17 @@ async def test_a_team_the_user_is_not_in_is_never_written(db: Any, worker: Worke
     assert await links(db, USER_A) == ["User's team's staging database runs on port 5433."]
 
 
+async def test_the_scope_call_is_shown_the_teams_joined_last_and_no_more(db: Any, worker: Worker,
+                                                                         memory_llm: Any) -> None:
+    for n in range(teams.MAX_TEAMS_READ + 2):
+        await teams.create_team(db, f"t{n:02}", f"Squad{n:02}")
+        await teams.set_member(db, f"t{n:02}", USER_A)
+    memory_llm.extract = lambda message: [LYON]
+    await formed(db, worker)
+    prompt = next(p for purpose, p in memory_llm.prompts if purpose == "scope")
+    assert [n for n in range(teams.MAX_TEAMS_READ + 2) if f"Squad{n:02}" in prompt] == list(range(2, 22))
+
+
 async def test_a_user_in_no_team_is_formed_without_the_call(db: Any, worker: Worker, memory_llm: Any) -> None:
     memory_llm.extract = lambda message: [STAGING, LYON]
     await formed(db, worker)

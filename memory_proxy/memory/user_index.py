@@ -126,10 +126,10 @@ class UserIndex:
         if len(near):
             cosine[near] = self.vectors[near] @ unit
         fused = np.zeros(len(self.memories))
-        if mode != "text":
-            arm = np.full(len(self.memories), -np.inf)
-            arm[near] = cosine[near]
-            fused += _rrf(np.where(live, arm, -np.inf), n, weights[0], rrf_k)
+        if mode != "text":  # the vector arm ranks only the live candidates: a few hundred, not every memory
+            ranked = near[live[near]]
+            ranked = ranked[np.lexsort((ranked, -cosine[ranked]))][:n]  # ties by position, as `_best`
+            fused[ranked] += scoring.rrf(weights[0], np.arange(1, len(ranked) + 1), rrf_k)
         words = query_lexemes(text) if text else []
         bm25, matched = self._bm25(words if mode != "vector" else [])
         if mode != "vector":
@@ -163,7 +163,12 @@ class UserIndex:
         for word, bits in zip(code, self.codes, strict=True):  # a word of all memories at a time: 2x a row-wise sum
             distance += np.bitwise_count(bits ^ word)
         distance[~comparable] = np.iinfo(np.uint16).max
-        return np.argpartition(distance, SEARCH_CANDIDATES)[:SEARCH_CANDIDATES]
+        # the SEARCH_CANDIDATES smallest distances, by a count of each distance (at most `bits` + 1 values):
+        # ~4x faster than a partition, and ties at the last distance go to the first memories
+        counts = np.cumsum(np.bincount(distance[comparable], minlength=1))
+        last = int(np.searchsorted(counts, SEARCH_CANDIDATES))  # the distance the last candidate has
+        closer = np.flatnonzero(distance < last)
+        return np.concatenate([closer, np.flatnonzero(distance == last)[:SEARCH_CANDIDATES - len(closer)]])
 
     def used(self, memory_ids: Sequence[str], at: datetime) -> None:
         """Count one use of each memory (what memory/uses.py writes to the database in its next batch)."""

@@ -123,9 +123,9 @@ MAX_TEAMS_READ = 20  # of a user's teams, a chat turn and a formation job read t
 async def teams_of(conn: AsyncConnection[Any], user_id: str, *, newest: int | None = None) -> list[Membership]:
     """The teams `user_id` belongs to, by id, with the user's role in each; with `newest`, that many of the
     memberships added last, newest first."""
-    order = "m.added_at DESC, t.id LIMIT %s" if newest is not None else "t.id"
+    order, params = ("t.id", [user_id]) if newest is None else ("m.added_at DESC, t.id LIMIT %s", [user_id, newest])
     cur = await conn.execute(f"SELECT {_TEAM_COLUMNS}, m.role FROM team_members m JOIN teams t ON t.id = m.team_id"
-                             f" WHERE m.user_id = %s ORDER BY {order}", [user_id, *([newest] if newest else [])])
+                             f" WHERE m.user_id = %s ORDER BY {order}", params)
     return [Membership(team=_team(row), role=row[5]) for row in await cur.fetchall()]
 
 
