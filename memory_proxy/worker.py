@@ -185,7 +185,8 @@ class Worker:
         self._count(formation, decisions)
         log.info("memory_decision", **context, status="skipped" if formation.skipped else "done",
                  reason=formation.skipped, extracted_count=formation.extracted, decisions=decisions,
-                 dropped=formation.dropped, malformed=formation.malformed, duration_ms=round((time.perf_counter() - started) * 1000, 1))
+                 dropped=formation.dropped, malformed=formation.malformed, scope=formation.scope,
+                 duration_ms=round((time.perf_counter() - started) * 1000, 1))
         return "done"
 
     async def _keep_versions(self, user_id: str, decisions: list[dict[str, Any]]) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
+from structlog.testing import capture_logs
 
 from memory_proxy.job_payload import FormationPayload
 from memory_proxy.services import open_services
@@ -92,7 +93,10 @@ async def test_a_fact_dropped_for_its_subject_alone_is_the_teams_when_the_model_
     memory_llm.extract = lambda message: [{**SYSTEM, "team": "Platform",
                                            "team_fact": "Team's staging database runs on port 5433."}, LYON]
     dropped = metric("memory_proxy_facts_dropped_total", reason="not_about_user")
-    await formed(db, worker)
+    with capture_logs() as logs:
+        await formed(db, worker)
+    [line] = [e for e in logs if e["event"] == "memory_decision"]  # what the scope call answered, in counts
+    assert line["scope"] == {"shown": 2, "subject_dropped": 1, "to_teams": 1, "unread": 0, "kept": 1}
     assert await links(db, PLATFORM) == ["Team's staging database runs on port 5433."]
     assert await links(db, USER_A) == ["User lives in Lyon."]
     assert metric("memory_proxy_facts_dropped_total", reason="not_about_user") == dropped  # stored, not dropped
@@ -119,7 +123,10 @@ async def test_a_team_the_user_is_not_in_is_never_written(db: Any, worker: Worke
                                                           platform: None) -> None:
     await teams.create_team(db, "billing", "Billing")
     memory_llm.extract = lambda message: [{**STAGING, "team": "Billing"}]  # named, but not one of the user's
-    await formed(db, worker)
+    with capture_logs() as logs:
+        await formed(db, worker)
+    [line] = [e for e in logs if e["event"] == "memory_decision"]
+    assert line["scope"] == {"shown": 1, "subject_dropped": 0, "to_teams": 0, "unread": 1, "kept": 0}
     assert await links(db, teams.principal("billing")) == [] and await links(db, PLATFORM) == []
     assert await links(db, USER_A) == ["User's team's staging database runs on port 5433."]
 

@@ -90,6 +90,9 @@ class Formation:
     dropped: list[dict[str, str]] = field(default_factory=list)  # {"fact", "why", "type"}
     skipped: str | None = None  # why no LLM call was made, if none was
     malformed: list[str] = field(default_factory=list)  # the calls whose reply could not be read
+    # the scope call's answer, in counts: facts shown (of them, dropped for their subject), given a team,
+    # answers not understood, team sentences that passed the guards
+    scope: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -199,14 +202,18 @@ async def _scoped(turn: Turn, said: OwnWords, earlier: list[str], elsewhere: str
     if not mine:
         return personal
     shown = [*kept, *((d["fact"], ExtractedFact(fact=d["fact"], type=d.get("type", ""))) for d in others)]
+    formation.scope = {"shown": len(shown), "subject_dropped": len(others)}
     try:
-        found = await team_facts(llm, teams=mine, message=said.text[:MAX_MESSAGE_CHARS],
-                                 facts=[text for text, _ in shown])
+        answer = await team_facts(llm, teams=mine, message=said.text[:MAX_MESSAGE_CHARS],
+                                  facts=[text for text, _ in shown])
     except MalformedReply as exc:
         formation.malformed.append(str(exc))
         return personal
+    found = answer.facts
     checked = await scanner.run(kept_team_facts, [f.text for f in found], said, earlier, elsewhere, turn.said_at,
                                 known)
+    formation.scope |= {"to_teams": len(found), "unread": answer.unread,
+                        "kept": sum(why is None for _, why in checked)}
     taken = []
     for team_fact, (text, why) in zip(found, checked, strict=True):
         holder, fact = teams.principal(team_fact.team.id), shown[team_fact.index][1]

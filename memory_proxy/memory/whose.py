@@ -63,10 +63,19 @@ class TeamFact:
     text: str
 
 
-async def team_facts(llm: MemoryLLM, *, teams: list[Team], message: str, facts: list[str]) -> list[TeamFact]:
+@dataclass(frozen=True, slots=True)
+class ScopeAnswer:
+    """What the scope call answered: the facts it gave one of the user's teams, and how many of its answers
+    were neither "personal" nor such a fact (a team the user is not in, a number out of range, no sentence)."""
+
+    facts: list[TeamFact]
+    unread: int = 0
+
+
+async def team_facts(llm: MemoryLLM, *, teams: list[Team], message: str, facts: list[str]) -> ScopeAnswer:
     """The facts the model says are one of `teams`' (each at most once), with the team's sentence."""
     if not teams or not facts:
-        return []
+        return ScopeAnswer([])
     shown = _shown_names(teams)
     named = {name.casefold(): team for name, team in shown}
     lines = "\n".join(f"- {neutral(name)}: {neutral(team.about[:MAX_ABOUT_CHARS]) or '(no description)'}"
@@ -75,11 +84,14 @@ async def team_facts(llm: MemoryLLM, *, teams: list[Team], message: str, facts: 
     answer = await llm.structured(Scopes, [{"role": "system", "content": load_prompt("memory.md")},
                                            {"role": "user", "content": turn}], purpose="scope")
     found: dict[int, TeamFact] = {}
+    unread = 0
     for item in answer.facts:
         team = named.get(item.scope.casefold())
         if team is not None and 1 <= item.n <= len(facts) and item.fact and item.n - 1 not in found:
             found[item.n - 1] = TeamFact(item.n - 1, team, item.fact)
-    return list(found.values())
+        elif item.scope.casefold() != PERSONAL:
+            unread += 1
+    return ScopeAnswer(list(found.values()), unread)
 
 
 def _shown_names(teams: list[Team]) -> list[tuple[str, Team]]:
