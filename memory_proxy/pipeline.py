@@ -255,7 +255,7 @@ async def enqueue_formation(services: Services, user_id: str, payload: Formation
     # Redacted here, so that neither the job table nor the memory LLM ever sees a secret; off the event loop
     # (a long turn in a worker process: memory_proxy/scanner.py). A text that could not be scanned in time is not
     # kept: the turn's job is dropped (counted), never stored unchecked. The memories it holds (`retrieved`,
-    # `remembered`) are not scanned again: every stored text was redacted when written (memory/content.py).
+    # `remembered`) are not scanned again: every stored text was redacted when written (store/memories.py).
     try:
         written = (payload.retrieved, tuple(tools.remembered) if tools else ())
         unread = replace(payload, assistant_reply=assistant_reply[:MAX_REPLY_CHARS], retrieved=(), remembered=())
