@@ -169,14 +169,20 @@ def own_words(message: str) -> OwnWords:
 class Source:
     """Folded words of some text, for looking a name up in it."""
 
+    text: str
     words: frozenset[str]
     joined: str  # every word run together: names of scripts written without spaces ("東京に住んでいます")
-    numbers: frozenset[float]
     stems: frozenset[str]  # each word's first four and first five letters: a set lookup, not a scan
 
     @classmethod
     def of(cls, *texts: str) -> Source:
         return _source(texts)
+
+    @property
+    def numbers(self) -> frozenset[float]:
+        """The numbers here, in digits or in words: read only when a fact holds a number to check (a name
+        lookup, as the `remember` tool makes on the event loop, never pays for it)."""
+        return _numbers_in(self.text)
 
     def has(self, name: str, *, spaced: bool = True, near: bool = True) -> bool:
         """`name` (folded) is a word here, or shares its first five letters with one ("krakow" ~
@@ -198,19 +204,19 @@ def _source(texts: tuple[str, ...]) -> Source:
     """The Source of `texts`, built once for all the facts of a turn (grounding asks for it per fact)."""
     text = "\n".join(texts)
     found = words(text)
-    numbers = frozenset(_values(text)).union(_spelt(text))
-    return Source(frozenset(found), "".join(found), numbers, frozenset(w[:n] for w in found for n in (4, 5)))
+    return Source(text, frozenset(found), "".join(found), frozenset(w[:n] for w in found for n in (4, 5)))
 
 
-def _spelt(text: str) -> list[float]:
-    """The numbers `text` writes in words ("thirty-two", "trente-deux", "三十二"), as maintained readers read
-    them: text2num in its eight languages, cn2an for Han numerals."""
-    readings = [alpha2digit(text, language) for language in NUMBER_WORDS]
+@lru_cache(maxsize=16)
+def _numbers_in(text: str) -> frozenset[float]:
+    """The numbers `text` holds in digits, and those it writes in words ("thirty-two", "trente-deux", "三十二")
+    as maintained readers read them: text2num in its eight languages, cn2an for Han numerals."""
+    readings = [text, *(alpha2digit(text, language) for language in NUMBER_WORDS)]
     if _HAN_NUMERAL.search(text):
         with warnings.catch_warnings():  # cn2an warns of each numeral it cannot read, and leaves it as it was
             warnings.simplefilter("ignore")
             readings.append(cn2an.transform(text, "cn2an"))
-    return [number for reading in readings for number in _values(reading)]
+    return frozenset(number for reading in readings for number in _values(reading))
 
 
 def _uncased(word: str) -> bool:
