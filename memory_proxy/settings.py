@@ -268,7 +268,7 @@ class FormationSettings:
         "falls back to the rules alone. Off by default: a small model also removes the user's own words "
         "(measure yours with `python -m benchmarks.provenance --llm-url`).", boolean, in_code=True)
     team_facts: str = env("TEAM_FACTS", "off", "What becomes of a fact the memory LLM says is one of the user's "
-        "teams' (docs/TEAMS.md): `off` (no such call: every fact stays the user's own), `review` (a proposal that "
+        "teams' (docs/TEAMS.md): `off` (the memory LLM is shown no team: every fact is the user's own), `review` (a proposal that "
         "the team's editors accept or reject) or `auto` (stored as the team's at once). Off by default: nothing "
         "changes for a deployment until its teams have editors (review) or its model's figures allow auto.",
         choice("off", "review", "auto"), in_code=True)

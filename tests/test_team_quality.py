@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from benchmarks.team_quality.oracle import team_oracle_answer, user_form
-from benchmarks.team_quality.scenarios import SPLITS, load_scenarios, simulate, split_files
+from benchmarks.team_quality.oracle import named_form, team_oracle_answer
+from benchmarks.team_quality.scenarios import SPLITS, IdealFact, load_scenarios, simulate, split_files
 from benchmarks.team_quality.score import judge
 
 EXAMPLE = SPLITS["dev"] / "example.toml"
@@ -65,43 +65,27 @@ def _said(turn: Any) -> date:
     return date(2025, 3, 1) + timedelta(days=int(turn.day))
 
 
-def test_the_oracle_extracts_a_team_fact_in_the_users_form_and_a_personal_fact_as_it_is() -> None:
+def test_the_oracle_extracts_a_team_fact_naming_its_team_and_a_personal_fact_as_it_is() -> None:
     [scenario] = load_scenarios([EXAMPLE])
     port, lyon = scenario.turns
     assert team_oracle_answer(port, _said(port), "extract", 'TASK "extract"\n') == {
-        "facts": [{"fact": "User's team's staging database runs on port 5433.", "type": "project"}], "forget": ""}
+        "facts": [{"fact": "Team platform's staging database runs on port 5433.", "type": "project"}], "forget": ""}
     assert team_oracle_answer(lyon, _said(lyon), "extract", 'TASK "extract"\n')["facts"] == [
         {"fact": "User lives in Lyon.", "type": "identity"}]
-    assert [user_form(f) for f in ("Team ships on Thursdays.", "User's team ships on Thursdays.")] == [
-        "User's team ships on Thursdays.", "User's team ships on Thursdays."]
+    ships = IdealFact("Team ships on Thursdays.", scope="platform")
+    assert [named_form(f) for f in (ships, IdealFact("User ships on Thursdays."))] == [
+        "Team platform ships on Thursdays.", "User ships on Thursdays."]
 
 
-@pytest.mark.parametrize("marker", [True, False])
-def test_the_oracle_gives_a_team_fact_to_the_team_by_its_name_and_keeps_anything_else_personal(marker: bool) -> None:
-    [scenario] = load_scenarios([EXAMPLE])
-    port = scenario.turns[0]
-    facts = ("[1] user's team's staging  database runs on port 5433\n[2] User lives in Lyon.\n"
-             "[3] User's team's staging database runs on port 5432.")
-    prompt = ('TASK "scope"\nThe user\'s teams:\n[1] "platform": infrastructure: databases, deploys, CI\n'
-              "Message:\n<message>\nheads up, staging db moved to 5433\n</message>\n" + ("Facts:\n" if marker else "")
-              + facts)
-    answer = team_oracle_answer(port, _said(port), "scope", prompt)["facts"]
-    team = {"n": 1, "scope": "platform", "fact": "Team's staging database runs on port 5433."}
-    assert answer == ([team, {"n": 2, "scope": "personal"}, {"n": 3, "scope": "personal"}] if marker
-                      # without the marker the teams' numbered lines are read as facts too: none is a fact
-                      else [{"n": 1, "scope": "personal"}, team, {"n": 2, "scope": "personal"},
-                            {"n": 3, "scope": "personal"}])
-
-
-def test_the_oracle_relates_a_team_fact_in_either_form_by_the_ideal_replaces() -> None:
+def test_the_oracle_relates_a_team_fact_as_it_is_stored_by_the_ideal_replaces() -> None:
     [scenario] = load_scenarios([EXAMPLE])
     moved = dataclasses.replace(scenario.turns[0], ideal=(dataclasses.replace(
         scenario.turns[0].ideal[0], replaces="5432"),))
-    for new in ("Team's staging database runs on port 5433.", "User's team's staging database runs on port 5433."):
-        prompt = (f'TASK "relate"\nNew fact: {new}\nKnown facts:\n[1] Team\'s staging database runs on port 5432.\n'
-                  f"[2] {new}\n[3] User lives in Lyon.")
-        assert team_oracle_answer(moved, _said(moved), "relate", prompt) == {
-            "1": "updates", "2": "same", "3": "unrelated"}
+    new = "Team's staging database runs on port 5433."
+    prompt = (f'TASK "relate"\nNew fact: {new}\nKnown facts:\n[1] Team\'s staging database runs on port 5432.\n'
+              f"[2] {new}\n[3] User lives in Lyon.")
+    assert team_oracle_answer(moved, _said(moved), "relate", prompt) == {
+        "1": "updates", "2": "same", "3": "unrelated"}
 
 
 def test_the_runner_reads_whose_each_injected_memory_is_from_the_block_the_upstream_received() -> None:

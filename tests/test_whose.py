@@ -1,6 +1,7 @@
-"""Formation knows a team's fact from the user's own (TEAM_FACTS=auto; memory/whose.py, docs/TEAMS.md): the
-model says whose each fact is, a team's sentence passes the guards every fact passes, and a team's fact
-changes the team's memories only, written and audited as the member's."""
+"""Formation knows a team's fact from the user's own (TEAM_FACTS review or auto; memory/whose.py,
+docs/TEAMS.md): the extraction call, shown the user's teams, writes a team's fact about the team it names; that
+sentence passes the guards every fact passes, and a team's fact changes the team's memories only, written and
+audited as the member's."""
 
 from __future__ import annotations
 
@@ -23,8 +24,8 @@ from tests.test_worker import links
 
 PLATFORM = teams.principal("platform")
 SAID = "heads up: staging db moved to port 5433. Also I moved to Lyon last month."
-STAGING = {"fact": "User's team's staging database runs on port 5433.", "type": "project",
-           "team": "Platform", "team_fact": "Team's staging database runs on port 5433."}
+STAGING = {"fact": "Team Platform's staging database runs on port 5433.", "type": "project",
+           "stores": "Team's staging database runs on port 5433."}
 LYON = {"fact": "User lives in Lyon.", "type": "identity"}
 
 
@@ -41,21 +42,30 @@ async def platform(db: Any) -> None:
         await teams.set_member(db, "platform", user)
 
 
-async def formed(db: Any, worker: Worker, said: str = SAID, user: str = USER_A) -> None:
+async def formed(db: Any, worker: Worker, said: str = SAID, user: str = USER_A) -> list[dict[str, Any]]:
+    """The formation job of one turn, run; its memory_decision log line, in a list."""
     await jobs.enqueue(db, user_id=user, said_at=datetime.now(UTC), payload=FormationPayload(said))
-    assert await worker.run_until_idle() == 1
+    with capture_logs() as logs:
+        assert await worker.run_until_idle() == 1
+    return [e for e in logs if e["event"] == "memory_decision"]
+
+
+def extraction_prompt(memory_llm: Any) -> str:
+    return next(p for purpose, p in memory_llm.prompts if purpose == "extract")
 
 
 async def test_a_teams_fact_goes_to_the_team_and_a_personal_one_stays_the_users(
         db: Any, worker: Worker, memory_llm: Any, platform: None) -> None:
     memory_llm.extract = lambda message: [STAGING, LYON]
-    await formed(db, worker)
+    [line] = await formed(db, worker)
     assert await links(db, USER_A) == ["User lives in Lyon."]
-    assert await links(db, PLATFORM) == ["Team's staging database runs on port 5433."]
-    cur = await db.execute("SELECT author FROM users_vectors WHERE user_id = %s", [PLATFORM])
-    assert await cur.fetchall() == [(USER_A,)]  # the member who said it
-    assert memory_llm.calls("scope") == 1
-    assert "infrastructure: databases, deploys, CI" in next(p for purpose, p in memory_llm.prompts if purpose == "scope")
+    assert await links(db, PLATFORM) == ["Team's staging database runs on port 5433."]  # the name taken off
+    cur = await db.execute("SELECT author, memory_type FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id"
+                           " WHERE uv.user_id = %s", [PLATFORM])
+    assert await cur.fetchall() == [(USER_A, "project")]  # the member who said it; the type the extraction gave
+    assert "- Platform (works on infrastructure: databases, deploys, CI)" in extraction_prompt(memory_llm)
+    assert line["scope"] == {"teams": 1, "written": 1, "unknown": 0, "kept": 1}
+    assert [purpose for purpose, _ in memory_llm.prompts] == ["extract"]  # one call decided whose: no other
 
 
 async def test_a_team_update_changes_the_teams_memory_audited_as_the_member(
@@ -71,82 +81,83 @@ async def test_a_team_update_changes_the_teams_memory_audited_as_the_member(
     assert await cur.fetchall() == [("replace", USER_B)]
 
 
-@pytest.mark.parametrize("team_fact", ["Team's staging database runs on port 9999.",  # a number never said
-                                       "User's staging database runs on port 5433."])  # not about the team
-async def test_a_team_sentence_that_fails_a_guard_leaves_the_fact_the_users_own(
-        db: Any, worker: Worker, memory_llm: Any, platform: None, team_fact: str) -> None:
-    memory_llm.extract = lambda message: [{**STAGING, "team_fact": team_fact}]
-    dropped = metric("memory_proxy_facts_dropped_total", reason="team_unsupported") + metric(
-        "memory_proxy_facts_dropped_total", reason="team_not_about_team")
-    await formed(db, worker)
-    assert await links(db, PLATFORM) == []
-    assert await links(db, USER_A) == ["User's team's staging database runs on port 5433."]
-    assert metric("memory_proxy_facts_dropped_total", reason="team_unsupported") + metric(
-        "memory_proxy_facts_dropped_total", reason="team_not_about_team") == dropped + 1
+@pytest.mark.parametrize(("fact", "why"), [
+    ({"fact": "Team Platform's staging database runs on port 9999."}, "team_unsupported"),  # a number never said
+    ({"fact": "Team Platform's staging password is hunter2.", "type": "secret"}, "team_secret"),
+    ({"fact": "Team Platform's staging database runs on port 5433 and " + "also " * 30 + "more."},
+     "team_not_one_fact")])
+async def test_a_team_sentence_that_fails_a_guard_is_stored_nowhere(
+        db: Any, worker: Worker, memory_llm: Any, platform: None, fact: dict[str, str], why: str) -> None:
+    memory_llm.extract = lambda message: [fact, LYON]
+    dropped = metric("memory_proxy_facts_dropped_total", reason=why)
+    [line] = await formed(db, worker)
+    assert await links(db, PLATFORM) == [] and await links(db, USER_A) == ["User lives in Lyon."]
+    assert metric("memory_proxy_facts_dropped_total", reason=why) == dropped + 1
+    assert line["scope"] == {"teams": 1, "written": 1, "unknown": 0, "kept": 0}
+    assert "hunter2" not in str(line)
 
 
-SYSTEM = {"fact": "The staging database runs on port 5433.", "type": "project"}  # about the system, not the user
-
-
-async def test_a_fact_dropped_for_its_subject_alone_is_the_teams_when_the_model_says_so(
-        db: Any, worker: Worker, memory_llm: Any, platform: None) -> None:
-    memory_llm.extract = lambda message: [{**SYSTEM, "team": "Platform",
-                                           "team_fact": "Team's staging database runs on port 5433."}, LYON]
-    dropped = metric("memory_proxy_facts_dropped_total", reason="not_about_user")
-    with capture_logs() as logs:
-        await formed(db, worker)
-    [line] = [e for e in logs if e["event"] == "memory_decision"]  # what the scope call answered, in counts
-    assert line["scope"] == {"shown": 2, "subject_dropped": 1, "to_teams": 1, "unread": 0, "kept": 1}
-    assert await links(db, PLATFORM) == ["Team's staging database runs on port 5433."]
-    assert await links(db, USER_A) == ["User lives in Lyon."]
-    assert metric("memory_proxy_facts_dropped_total", reason="not_about_user") == dropped  # stored, not dropped
-    cur = await db.execute("SELECT memory_type FROM vectors v JOIN users_vectors uv ON uv.vector_id = v.id"
-                           " WHERE uv.user_id = %s", [PLATFORM])
-    assert await cur.fetchall() == [("project",)]  # the type the extraction gave
+SYSTEM = {"fact": "The staging database runs on port 5433.", "type": "project"}  # about the system, not a team
 
 
 @pytest.mark.parametrize("in_team", [True, False])
-async def test_a_fact_about_someone_else_stays_dropped(db: Any, worker: Worker, memory_llm: Any,
-                                                       in_team: bool) -> None:
+async def test_a_fact_about_something_else_stays_dropped_and_only_a_member_is_shown_teams(
+        db: Any, worker: Worker, memory_llm: Any, in_team: bool) -> None:
     if in_team:
         await teams.create_team(db, "platform", "Platform")
         await teams.set_member(db, "platform", USER_A)
-    memory_llm.extract = lambda message: [SYSTEM, LYON]  # the scope call says "personal": not the team's
+    memory_llm.extract = lambda message: [SYSTEM, LYON]
     dropped = metric("memory_proxy_facts_dropped_total", reason="not_about_user")
     await formed(db, worker)
     assert await links(db, USER_A) == ["User lives in Lyon."] and await links(db, PLATFORM) == []
     assert metric("memory_proxy_facts_dropped_total", reason="not_about_user") == dropped + 1
-    assert memory_llm.calls("scope") == int(in_team)
+    assert ("- Platform\n" in extraction_prompt(memory_llm)) is in_team
+    assert ("Team" in extraction_prompt(memory_llm)) is in_team
 
 
+@pytest.mark.parametrize("written", ["Team Billing's staging database runs on port 5433.",  # not the user's team
+                                     "Team Staging database runs on port 5433."])  # no team's name at all
 async def test_a_team_the_user_is_not_in_is_never_written(db: Any, worker: Worker, memory_llm: Any,
-                                                          platform: None) -> None:
+                                                          platform: None, written: str) -> None:
     await teams.create_team(db, "billing", "Billing")
-    memory_llm.extract = lambda message: [{**STAGING, "team": "Billing"}]  # named, but not one of the user's
-    with capture_logs() as logs:
-        await formed(db, worker)
-    [line] = [e for e in logs if e["event"] == "memory_decision"]
-    assert line["scope"] == {"shown": 1, "subject_dropped": 0, "to_teams": 0, "unread": 1, "kept": 0}
-    assert await links(db, teams.principal("billing")) == [] and await links(db, PLATFORM) == []
-    assert await links(db, USER_A) == ["User's team's staging database runs on port 5433."]
+    await teams.create_team(db, "infra", "Infra")
+    await teams.set_member(db, "infra", USER_A)
+    memory_llm.extract = lambda message: [{"fact": written, "type": "project"}]
+    [line] = await formed(db, worker)
+    assert line["scope"] == {"teams": 2, "written": 1, "unknown": 1, "kept": 0}
+    assert line["dropped"][0]["why"] == "team_unknown"
+    for holder in ("billing", "platform", "infra"):
+        assert await links(db, teams.principal(holder)) == []
+    assert await links(db, USER_A) == []
 
 
-async def test_the_scope_call_is_shown_the_teams_joined_last_and_no_more(db: Any, worker: Worker,
-                                                                         memory_llm: Any) -> None:
+async def test_the_one_team_of_a_user_in_one_is_the_team_of_a_fact_that_names_none(
+        db: Any, worker: Worker, memory_llm: Any, platform: None) -> None:
+    memory_llm.extract = lambda message: [{"fact": "The team's staging database runs on port 5433.", "type": "project"}]
+    await formed(db, worker)
+    assert await links(db, PLATFORM) == ["Team's staging database runs on port 5433."]
+
+
+async def test_two_teams_of_one_name_are_told_apart_by_their_ids(db: Any, worker: Worker, memory_llm: Any) -> None:
+    for team in ("ops-eu", "ops-us"):
+        await teams.create_team(db, team, "Ops")
+        await teams.set_member(db, team, USER_A)
+    memory_llm.extract = lambda message: [{"fact": "Team ops-us's staging database runs on port 5433."}]
+    await formed(db, worker)
+    assert "- ops-eu\n" in extraction_prompt(memory_llm) and "- Ops" not in extraction_prompt(memory_llm)
+    assert await links(db, teams.principal("ops-us")) == ["Team's staging database runs on port 5433."]
+    assert await links(db, teams.principal("ops-eu")) == []
+
+
+async def test_the_extraction_is_shown_the_teams_joined_last_and_no_more(db: Any, worker: Worker,
+                                                                        memory_llm: Any) -> None:
     for n in range(teams.MAX_TEAMS_READ + 2):
         await teams.create_team(db, f"t{n:02}", f"Squad{n:02}")
         await teams.set_member(db, f"t{n:02}", USER_A)
     memory_llm.extract = lambda message: [LYON]
     await formed(db, worker)
-    prompt = next(p for purpose, p in memory_llm.prompts if purpose == "scope")
+    prompt = extraction_prompt(memory_llm)
     assert [n for n in range(teams.MAX_TEAMS_READ + 2) if f"Squad{n:02}" in prompt] == list(range(2, 22))
-
-
-async def test_a_user_in_no_team_is_formed_without_the_call(db: Any, worker: Worker, memory_llm: Any) -> None:
-    memory_llm.extract = lambda message: [STAGING, LYON]
-    await formed(db, worker)
-    assert memory_llm.calls("scope") == 0
-    assert await links(db, USER_A) == ["User lives in Lyon.", "User's team's staging database runs on port 5433."]
 
 
 @pytest.fixture
@@ -155,21 +166,12 @@ async def worker_off(env: dict[str, str]) -> AsyncIterator[Worker]:
         yield Worker.from_services(services)
 
 
-async def test_off_keeps_every_fact_the_users_own_without_asking(db: Any, worker_off: Worker, memory_llm: Any,
-                                                                 outside: Any, platform: None) -> None:
-    memory_llm.extract = lambda message: [STAGING]
+async def test_off_shows_no_team_and_stores_no_fact_for_one(db: Any, worker_off: Worker, memory_llm: Any,
+                                                            outside: Any, platform: None) -> None:
+    memory_llm.extract = lambda message: [STAGING, LYON]
     await formed(db, worker_off)
-    assert memory_llm.calls("scope") == 0 and await links(db, PLATFORM) == []
-    assert await links(db, USER_A) == ["User's team's staging database runs on port 5433."]
-
-
-async def test_an_unreadable_scope_answer_leaves_every_fact_personal(db: Any, worker: Worker, memory_llm: Any,
-                                                                     platform: None) -> None:
-    memory_llm.extract = lambda message: [STAGING]
-    memory_llm.raw["scope"] = "the first one is the team's I think"
-    await formed(db, worker)
-    assert await links(db, PLATFORM) == []
-    assert await links(db, USER_A) == ["User's team's staging database runs on port 5433."]
+    assert "Platform" not in extraction_prompt(memory_llm) and await links(db, PLATFORM) == []
+    assert await links(db, USER_A) == ["User lives in Lyon."]  # a team's fact is no fact about the user
 
 
 @pytest.fixture

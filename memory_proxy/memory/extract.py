@@ -83,9 +83,11 @@ def numbered(texts: list[str]) -> str:
     return "\n".join(f"[{i}] {neutral(text)}" for i, text in enumerate(texts, 1)) or "none"
 
 
-async def extract_facts(llm: MemoryLLM, *, today: str, before: str, message: str) -> Extraction:
+async def extract_facts(llm: MemoryLLM, *, today: str, before: str, message: str, teams: str = "") -> Extraction:
     """The call reads the message alone, not the user's memories: a small model shown known facts copies
-    them instead of the news. Comparing with what is known is the relate call's (memory/resolve.py)."""
-    turn = render("extract_turn.md", today=today, before=neutral(before) or "none", message=neutral(message))
+    them instead of the news. Comparing with what is known is the relate call's (memory/resolve.py). `teams`:
+    for a user in a team, what the call is told of their teams (memory/whose.teams_block)."""
+    turn = render("extract_turn.md", today=today, teams=teams, before=neutral(before) or "none",
+                  message=neutral(message))
     return await llm.structured(Extraction, [{"role": "system", "content": load_prompt("memory.md")},
                                              {"role": "user", "content": turn}], purpose="extract")

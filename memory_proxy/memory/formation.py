@@ -18,9 +18,9 @@ trusted with (provenance, secrets, grounding, size, duplicates, the flip-flop ru
    user's words (this message or their earlier ones in the chat) or the turn's date, not from the
    assistant's words or the prompt's examples. Each one left out is logged with its reason. These checks
    run in a worker process with a deadline (memory_proxy/scanner.py), never on the event loop.
-   For a user in a team (TEAM_FACTS review or auto), the scope call (memory/whose.py) then says whose each
-   kept fact is, and may claim for a team a fact left out only because its subject is not the user ("The
-   staging database moved to 5433."); a team's sentence passes the same guards.
+   For a user in a team (TEAM_FACTS review or auto), the extraction call is shown the user's teams and writes a
+   team's fact about the team ("Team platform's staging database runs on port 5433.", memory/whose.py); such a
+   fact belongs to the team it names, and passes the same guards about the team ("Team …").
 5. Each kept fact that is not an exact duplicate is compared with its nearest memories by the model
    (memory/resolve.relate); a replace, refine or ignore is acted on only once the model confirms it for
    that pair (memory/resolve.confirmed), else the fact is added. The memories the chat model stored with
@@ -55,6 +55,7 @@ from ..schemas import FactAttributes, Memory
 from ..settings import FormationSettings
 from ..store import memories, search, teams
 from ..store.scope import user_scope
+from ..store.teams import Team
 from .content import MAX_FACTS_PER_TURN, Content, memory_content, same_text_key
 from .document import embedding_text
 from .embed import Embedder, embed_one
@@ -64,7 +65,7 @@ from .heuristics import contentless
 from .llm import MalformedReply, MemoryLLM
 from .provenance import checked
 from .resolve import Action, Relation, Resolution, confirmed, forgotten, proposals, relate
-from .whose import team_facts
+from .whose import is_teams, team_of, teams_block
 
 BEFORE_CHARS = 300  # of the assistant's previous message, shown for reference (answers to its question)
 MAX_MESSAGE_CHARS = 4000  # of the user's own words, shown to the model (the prompt stays bounded)
@@ -72,13 +73,15 @@ MAX_FACT_WORDS = 24  # a longer "fact" is a paraphrased passage, not one fact
 MAX_FACTS_READ = 2 * MAX_FACTS_PER_TURN  # of one reply: the rest cannot be kept anyway, and each costs a scan
 FORGET_CANDIDATES = 10
 MAX_CONFIRMATIONS = 2  # destructive proposals checked per fact; past them the fact is added
-NOT_ABOUT_USER = "not_about_user"  # why a fact whose subject is not the user is dropped (unless a team's)
+NOT_ABOUT_USER = "not_about_user"  # why a fact whose subject is not the user is dropped
+UNKNOWN_TEAM = "team_unknown"  # why a fact written about a team that is none of the user's is dropped
 REMEMBERED = "the chat model remembered it in this turn"  # why a protected memory is left as it is
 
 _ABOUT_USER = re.compile(r"^(the\s+)?user\b", re.I)
 _ABOUT_TEAM = re.compile(r"^(the\s+)?team\b", re.I)
 _WORD = re.compile(r"\w+")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
+_TEAM_EXAMPLE = re.compile(r"^Team \{team\}(?:'s)?\s*")
 
 
 @dataclass
@@ -90,8 +93,8 @@ class Formation:
     dropped: list[dict[str, str]] = field(default_factory=list)  # {"fact", "why", "type"}
     skipped: str | None = None  # why no LLM call was made, if none was
     malformed: list[str] = field(default_factory=list)  # the calls whose reply could not be read
-    # the scope call's answer, in counts: facts shown (of them, dropped for their subject), given a team,
-    # answers not understood, team sentences that passed the guards
+    # for a user in a team, in counts: the teams the extraction call was shown, the facts it wrote about a team,
+    # of them those naming none of the user's teams, and those that passed the guards
     scope: dict[str, int] = field(default_factory=dict)
 
 
@@ -125,9 +128,11 @@ async def form(turn: Turn, *, pool: AsyncConnectionPool, embedder: Embedder, llm
             return formation
 
     before = _assistant_before(turn.payload)
+    mine = await _teams(turn, pool) if settings.team_facts != "off" else []  # whose a fact may be
+    shown = teams_block(mine)
     try:
         extraction = await extract_facts(llm, today=turn.said_at.date().isoformat(), before=before,
-                                         message=said.text[:MAX_MESSAGE_CHARS])
+                                         message=said.text[:MAX_MESSAGE_CHARS], teams=shown)
     except MalformedReply as exc:
         formation.malformed.append(str(exc))
         extraction = Extraction()
@@ -137,21 +142,26 @@ async def form(turn: Turn, *, pool: AsyncConnectionPool, embedder: Embedder, llm
                                  malformed=formation.malformed)
         formation.resolutions += [_spared(r) if r.target_id in protected else r for r in named]
     formation.extracted = len(extraction.facts)
-    elsewhere = "\n".join([*(m.line() for m in turn.payload.context if m.role != "user"), _example_facts()])
+    # not the user's words: what the assistant said, the prompts' examples, and what the prompt says of the teams
+    elsewhere = "\n".join([*(m.line() for m in turn.payload.context if m.role != "user"), _example_facts(), shown])
     known = [m.content for m in turn.payload.retrieved] + [m.content for m in turn.payload.remembered]
+    about_team = [bool(mine) and is_teams(fact.fact, mine) for fact in extraction.facts]  # "Team platform's …"
+    for_teams = [fact for fact, team in zip(extraction.facts, about_team, strict=True) if team]
     # In a worker process with a deadline (memory_proxy/scanner.py): a reply's facts are scanned for secrets and
     # checked against the user's words, work that grows with what the model wrote. ScanFailed: retried.
-    kept, dropped = await scanner.run(kept_facts, extraction.facts, said, earlier, elsewhere, turn.said_at, known)
+    kept, dropped = await scanner.run(kept_facts, [f for f, team in zip(extraction.facts, about_team, strict=True)
+                                                   if not team], said, earlier, elsewhere, turn.said_at, known)
     formation.dropped += dropped
-    # A model may write a team's fact about the team or its system ("The staging database moved to 5433."):
-    # not the user's, but maybe their team's, for the scope call to judge.
-    others = [d for d in dropped if d["why"] == NOT_ABOUT_USER] if settings.team_facts != "off" else []
-    if not kept and not others:
-        return formation
     scoped = [(text, fact, "") for text, fact in kept]  # (text, fact, holder: "" the user's own)
-    if settings.team_facts != "off":  # whose is each fact: the user's, or one of their teams'
-        scoped = await _scoped(turn, said, earlier, elsewhere, known, kept, others, pool=pool, llm=llm,
-                               scanner=scanner, formation=formation)
+    if mine:
+        teams_kept, dropped = await scanner.run(kept_team_facts, for_teams, mine, said, earlier, elsewhere,
+                                                turn.said_at, known)
+        formation.dropped += dropped
+        formation.scope = {"teams": len(mine), "written": len(for_teams),
+                           "unknown": sum(d["why"] == UNKNOWN_TEAM for d in dropped), "kept": len(teams_kept)}
+        scoped += [(text, fact, teams.principal(team.id)) for text, fact, team in teams_kept]
+    if not scoped:
+        return formation
     vectors = await embedder.embed([embedding_text(text, turn.said_at) for text, _, _ in scoped])
     compared: list[tuple[str, ExtractedFact, list[float], list[Memory], str]] = []
     async with pool.connection() as conn, user_scope(conn, turn.user_id):  # a team's rows: a member's scope
@@ -187,58 +197,36 @@ async def form(turn: Turn, *, pool: AsyncConnectionPool, embedder: Embedder, llm
     return formation
 
 
-async def _scoped(turn: Turn, said: OwnWords, earlier: list[str], elsewhere: str, known: list[str],
-                  kept: list[tuple[str, ExtractedFact]], others: list[dict[str, str]], *, pool: AsyncConnectionPool,
-                  llm: MemoryLLM, scanner: Scanner, formation: Formation) -> list[tuple[str, ExtractedFact, str]]:
-    """The kept facts with whose each is (TEAM_FACTS review or auto): (text, fact, holder), holder "" for the user's
-    own; then those of `others` (facts dropped only for their subject: `formation.dropped` entries) that are a
-    team's. For a user in a team, the scope call (memory/whose.py) names the facts that are a team's, written
-    about the team; such a sentence passes the guards every fact passes (`kept_team_facts`), or a kept fact
-    stays the user's own and another stays dropped, as every fact does when the call fails to answer."""
-    personal = [(text, fact, "") for text, fact in kept]
+async def _teams(turn: Turn, pool: AsyncConnectionPool) -> list[Team]:
+    """The user's teams a fact of theirs may be given to: those a turn reads (store/teams.MAX_TEAMS_READ)."""
     async with pool.connection() as conn:
-        memberships = await teams.teams_of(conn, turn.user_id, newest=teams.MAX_TEAMS_READ)
-    mine = [membership.team for membership in memberships]
-    if not mine:
-        return personal
-    shown = [*kept, *((d["fact"], ExtractedFact(fact=d["fact"], type=d.get("type", ""))) for d in others)]
-    formation.scope = {"shown": len(shown), "subject_dropped": len(others)}
-    try:
-        answer = await team_facts(llm, teams=mine, message=said.text[:MAX_MESSAGE_CHARS],
-                                  facts=[text for text, _ in shown])
-    except MalformedReply as exc:
-        formation.malformed.append(str(exc))
-        return personal
-    found = answer.facts
-    checked = await scanner.run(kept_team_facts, [f.text for f in found], said, earlier, elsewhere, turn.said_at,
-                                known)
-    formation.scope |= {"to_teams": len(found), "unread": answer.unread,
-                        "kept": sum(why is None for _, why in checked)}
-    taken = []
-    for team_fact, (text, why) in zip(found, checked, strict=True):
-        holder, fact = teams.principal(team_fact.team.id), shown[team_fact.index][1]
-        if team_fact.index >= len(kept):  # not the user's: the team's, or dropped as it was
-            if not why:
-                formation.dropped.remove(others[team_fact.index - len(kept)])
-                taken.append((text, fact, holder))
-        elif why:
-            formation.dropped.append({"fact": text[:200], "why": f"team_{why}"})  # the user's own fact stays
-        else:
-            personal[team_fact.index] = (text, fact, holder)
-    return [*personal, *taken]
+        return [m.team for m in await teams.teams_of(conn, turn.user_id, newest=teams.MAX_TEAMS_READ)]
 
 
-def kept_team_facts(texts: list[str], said: OwnWords, earlier: list[str], elsewhere: str,
-                    said_at: datetime, known: Sequence[str] = ()) -> list[tuple[str, str | None]]:
-    """Each team sentence cleaned, with why it may not be stored (None: it may): the guards of `kept_facts`,
-    about the team ("Team …") instead of the user."""
-    checked: list[tuple[str, str | None]] = []
-    for raw in texts:
-        content = memory_content(raw.strip())
-        why = _why_not(content, [], _ABOUT_TEAM, "not_about_team") or _ungrounded(
+def kept_team_facts(facts: list[ExtractedFact], mine: list[Team], said: OwnWords, earlier: list[str],
+                    elsewhere: str, said_at: datetime, known: Sequence[str] = ()
+                    ) -> tuple[list[tuple[str, ExtractedFact, Team]], list[dict[str, str]]]:
+    """The facts the extraction call wrote about a team ("Team platform's …") worth storing, each as its team's
+    sentence ("Team's …", memory/whose.team_of) with the team, and each one left out with its reason: naming
+    none of the user's teams (`UNKNOWN_TEAM`), or failing a guard of `kept_facts` (about the team instead of the
+    user), its reason marked "team_"."""
+    kept: list[tuple[str, ExtractedFact, Team]] = []
+    dropped: list[dict[str, str]] = []
+    for fact in facts[:MAX_FACTS_READ]:
+        named = team_of(fact.fact.strip(), mine)
+        if named is None:
+            dropped.append({"fact": memory_content(fact.fact.strip()).text[:200], "why": UNKNOWN_TEAM,
+                            "type": fact.type})
+            continue
+        content = memory_content(named.text)
+        why = SECRET if fact.type == SECRET else _why_not(
+            content, [text for text, _, _ in kept], _ABOUT_TEAM, "not_about_team") or _ungrounded(
             content.text, said, earlier, elsewhere, said_at, known)
-        checked.append((content.text, why))
-    return checked
+        if why:
+            dropped.append({"fact": content.text[:200], "why": f"team_{why}", "type": fact.type})
+        else:
+            kept.append((content.text, fact, named.team))
+    return kept, dropped + [{"fact": "", "why": "team_over_cap"} for _ in facts[MAX_FACTS_READ:]]
 
 
 async def _provenance(llm: MemoryLLM, said: OwnWords, formation: Formation) -> OwnWords:
@@ -396,14 +384,13 @@ async def _forgotten(turn: Turn, said: OwnWords, what: str, *, pool: AsyncConnec
 def _example_facts() -> str:
     """The names and numbers the memory prompts' examples quote (their made-up people, places and numbers): a
     fact holding one the user did not say copied it. Names and numbers only: the examples' other words are
-    everyone's ("years", "team"), and a fact may well say "Year" or "Team". Of the scope call's example team
-    facts ("Team's build server runs on Ardent."), what follows their subject: a team's fact may well name the
+    everyone's ("years", "team"), and a fact may well say "Year" or "Team". Of the team examples
+    (prompts/extract_teams.md), what follows their subject ("Team {team}'s"): a team's fact may well name the
     team in the middle of a sentence."""
     quoted = load_prompt("memory.md").split('"')  # the example facts, and the example messages
-    teams = [q.split(" ", 1)[1] for q in load_prompt("scope_turn.md").split('"') if q.startswith("Team ")
-             or q.startswith("Team's ")]
+    teams = [_TEAM_EXAMPLE.sub("", q) for q in load_prompt("extract_teams.md").split('"')[1::2]]
     examples = [*(q for q in quoted if q.startswith("User") or (len(q) > 24 and q[0].isalpha() and "\n" not in q)),
-                *teams]
+                *(q for q in teams if " " in q)]
     return "\n".join(filter(None, (" ".join([*names(q), *_NUMBER.findall(q)]) for q in examples)))
 
 

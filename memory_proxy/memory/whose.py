@@ -1,100 +1,38 @@
-"""Whose is a fact: the user's own, or one of their teams' (the scope call, TEAM_FACTS=auto; docs/TEAMS.md).
+"""Whose is a fact: the user's own, or one of their teams' (TEAM_FACTS review or auto; docs/TEAMS.md).
 
-Made only for a user in at least one team, after the guards kept the turn's facts: one call
-(prompts/scope_turn.md) shows the model the user's teams (name and what each works on), the message and the
-kept facts, and the model answers, for each fact, "personal" or a team's name with the fact written again
-about the team ("Team's build server runs on Ardent."). The model judges meaning; what it may do is bounded
-here and in formation: a team it names must be one of the user's teams now (by name, or by id when two share
-a name), and the team's sentence passes the same guards as any fact (memory/formation.kept_team_facts), or
-the fact stays the user's own. An answer that cannot be read leaves every fact personal.
+The extraction call decides it, reading the user's own words ("our build server", "we release"): for a user
+in at least one team it is shown the user's teams (name and what each works on, prompts/extract_teams.md) and
+writes a team's fact starting with "Team" and the team's name ("Team platform's build server runs on
+Ardent."). Here that form is read: the team it names must be one of the user's teams now (by the name the
+model was shown: its name, or its id when two share a name; "Team's …" names the only team of a user in one),
+and the name is taken off ("Team's build server runs on Ardent."), since the memory is marked with its team
+wherever it is shown. Formation then guards the team's sentence as any fact (memory/formation.kept_team_facts).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import Any
 
-from pydantic import BaseModel, Field, field_validator, model_validator
-
-from ..prompts import load_prompt, render
+from ..prompts import render
 from ..store.teams import Team
-from .extract import neutral, numbered
-from .llm import MemoryLLM
+from .extract import neutral
 
-PERSONAL = "personal"
 MAX_ABOUT_CHARS = 200  # of what a team works on, as the model is shown it
 
-
-class FactScope(BaseModel):
-    n: int = 0
-    scope: str = PERSONAL
-    fact: str = ""
-
-    @field_validator("n", mode="before")
-    @classmethod
-    def _number(cls, value: Any) -> int:
-        return int(value) if isinstance(value, int | str) and str(value).strip().isdigit() else 0
-
-    @field_validator("scope", "fact", mode="before")
-    @classmethod
-    def _text(cls, value: Any) -> str:
-        return value.strip() if isinstance(value, str) else ""
-
-
-class Scopes(BaseModel):
-    """For each numbered fact, whose it is (read leniently: a bare list, or items that are not objects, never
-    fail the call; what is not understood is personal)."""
-
-    facts: list[FactScope] = Field(default_factory=list)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _lenient(cls, value: Any) -> Any:
-        items = value if isinstance(value, list) else value.get("facts", []) if isinstance(value, dict) else []
-        return {"facts": [item for item in items if isinstance(item, dict)] if isinstance(items, list) else []}
+_TEAM_SUBJECT = re.compile(r"^(the\s+)?team\b\s*", re.I)
+_POSSESSIVE = re.compile(r"^['’]s\b\s*", re.I)
 
 
 @dataclass(frozen=True, slots=True)
 class TeamFact:
-    """A kept fact (its index in the turn's kept facts) that the model says is `team`'s, as it rewrote it."""
+    """A fact the model wrote as `team`'s, with the team's name taken off ("Team's staging database …")."""
 
-    index: int
     team: Team
     text: str
 
 
-@dataclass(frozen=True, slots=True)
-class ScopeAnswer:
-    """What the scope call answered: the facts it gave one of the user's teams, and how many of its answers
-    were neither "personal" nor such a fact (a team the user is not in, a number out of range, no sentence)."""
-
-    facts: list[TeamFact]
-    unread: int = 0
-
-
-async def team_facts(llm: MemoryLLM, *, teams: list[Team], message: str, facts: list[str]) -> ScopeAnswer:
-    """The facts the model says are one of `teams`' (each at most once), with the team's sentence."""
-    if not teams or not facts:
-        return ScopeAnswer([])
-    shown = _shown_names(teams)
-    named = {name.casefold(): team for name, team in shown}
-    lines = "\n".join(f"- {neutral(name)}: {neutral(team.about[:MAX_ABOUT_CHARS]) or '(no description)'}"
-                      for name, team in shown)
-    turn = render("scope_turn.md", teams=lines, message=neutral(message), facts=numbered(facts))
-    answer = await llm.structured(Scopes, [{"role": "system", "content": load_prompt("memory.md")},
-                                           {"role": "user", "content": turn}], purpose="scope")
-    found: dict[int, TeamFact] = {}
-    unread = 0
-    for item in answer.facts:
-        team = named.get(item.scope.casefold())
-        if team is not None and 1 <= item.n <= len(facts) and item.fact and item.n - 1 not in found:
-            found[item.n - 1] = TeamFact(item.n - 1, team, item.fact)
-        elif item.scope.casefold() != PERSONAL:
-            unread += 1
-    return ScopeAnswer(list(found.values()), unread)
-
-
-def _shown_names(teams: list[Team]) -> list[tuple[str, Team]]:
+def shown_names(teams: list[Team]) -> list[tuple[str, Team]]:
     """Each team with the name the model is shown: its name, or its id when another of the user's teams has
     the same name (case-insensitively; a mirrored OpenWebUI group is named by its id until an operator
     renames it)."""
@@ -102,3 +40,50 @@ def _shown_names(teams: list[Team]) -> list[tuple[str, Team]]:
     for team in teams:
         counts[team.name.casefold()] = counts.get(team.name.casefold(), 0) + 1
     return [(team.name if counts[team.name.casefold()] == 1 else team.id, team) for team in teams]
+
+
+def teams_block(teams: list[Team]) -> str:
+    """What the extraction call is told of the user's teams (prompts/extract_teams.md), or "" for none."""
+    shown = shown_names(teams)
+    if not shown:
+        return ""
+    lines = "\n".join(f"- {neutral(name)}" + (f" (works on {neutral(team.about[:MAX_ABOUT_CHARS])})" if team.about
+                                                else "") for name, team in shown)
+    return render("extract_teams.md", teams=lines, team=neutral(shown[0][0])) + "\n\n"
+
+
+def is_teams(text: str, teams: list[Team]) -> bool:
+    """Whether a fact is written about a team ("Team …", "The team …", "The platform team …"), not the user."""
+    return bool(_TEAM_SUBJECT.match(text)) or _named_subject(text, teams) is not None
+
+
+def team_of(text: str, teams: list[Team]) -> TeamFact | None:
+    """The team a fact written about a team names, and the fact without the name; None when it names none of
+    `teams`. A fact that cannot hold a name ("Team's …", "The team …") is the team of a user in one team."""
+    named = _named_subject(text, teams)
+    if named is not None:
+        return TeamFact(named[0], _about_team(named[1]))
+    subject = _TEAM_SUBJECT.match(text)
+    if subject is None:
+        return None
+    rest = text[subject.end():]
+    for name, team in sorted(shown_names(teams), key=lambda shown: -len(shown[0])):
+        if rest.casefold().startswith(name.casefold()) and not rest[len(name):len(name) + 1].isalnum():
+            return TeamFact(team, _about_team(rest[len(name):].lstrip()))
+    unnamed = subject.group(1) or _POSSESSIVE.match(rest)  # "The team ships …", "Team's wiki …"
+    return TeamFact(teams[0], _about_team(rest)) if len(teams) == 1 and unnamed else None
+
+
+def _named_subject(text: str, teams: list[Team]) -> tuple[Team, str] | None:
+    """The team of a fact whose subject is "<name> team" ("The platform team's …"), and what follows it."""
+    start = text[4:] if text[:4].casefold() == "the " else text
+    for name, team in sorted(shown_names(teams), key=lambda shown: -len(shown[0])):
+        subject = re.match(re.escape(name) + r"\s+team\b\s*", start, re.I)
+        if subject:
+            return team, start[subject.end():]
+    return None
+
+
+def _about_team(rest: str) -> str:
+    """The sentence whose subject is "Team", from what followed its subject: "'s build server …", "ships …"."""
+    return "Team" + (rest if _POSSESSIVE.match(rest) else " " + rest)

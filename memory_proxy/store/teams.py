@@ -117,7 +117,7 @@ async def list_teams(conn: AsyncConnection[Any]) -> list[Team]:
 
 MAX_TEAMS_READ = 20  # of a user's teams, a chat turn and a formation job read the newest memberships' only:
 # each team read costs a turn one SQL statement or one in-process search (~0.4 ms at 10,000 memories, on the event
-# loop, where other users' turns wait), and the scope call's prompt a line
+# loop, where other users' turns wait), and the extraction call's prompt a line
 
 
 async def teams_of(conn: AsyncConnection[Any], user_id: str, *, newest: int | None = None) -> list[Membership]:

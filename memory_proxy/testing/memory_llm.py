@@ -2,9 +2,9 @@
 (and any other chat request with a plain "Noted.", so it can stand in for the upstream too).
 
 By default its answers come from `extract(message) -> facts`: each fact a string ("User …") or a dict with
-`fact`, `type` and optionally the known fact it `replaces_text` (or `refines_text`, `same_text`), and the
-`team` whose it is with the `team_fact` sentence (the scope call's answer; else "personal"); the relate
-call is then answered from those ("updates", "detail", "same", else "unrelated"). `extract` may instead
+`fact`, `type` and optionally the known fact it `replaces_text` (or `refines_text`, `same_text`), and, for a
+team's fact written with its team's name ("Team Platform's …"), the sentence formation `stores` ("Team's …",
+the one the relate call is shown); the relate call is then answered from those ("updates", "detail", "same", else "unrelated"). `extract` may instead
 return a dict `{"facts": [...], "forget": "what", "forgets": [texts]}`: the forget call picks the candidates
 whose text is in `forgets`. `provenance(parts)` answers the provenance call: the numbers of the parts that
 are not the user's own words (none by default). A benchmark replaces all of this with its own `script`
@@ -51,7 +51,6 @@ class FakeMemoryLLM:
     prompts: list[tuple[str, str]] = field(default_factory=list)  # (purpose, the call's prompt)
     _pointers: dict[str, dict[str, str]] = field(default_factory=dict)  # fact → {known text: relation}
     _forgets: list[str] = field(default_factory=list)
-    _teams: dict[str, tuple[str, str]] = field(default_factory=dict)  # fact → (team name, the team's sentence)
 
     def _extraction(self, prompt: str) -> dict[str, Any]:
         answer = self.extract(said_message(prompt) or "")
@@ -61,9 +60,8 @@ class FakeMemoryLLM:
         for fact in answer.get("facts", []):
             fact = {"fact": fact} if isinstance(fact, str) else dict(fact)
             self._pointers[fact["fact"]] = {fact.pop(k): r for k, r in _RELATION_OF.items() if k in fact}
-            if "team" in fact:  # related as the team's sentence, once the scope call wrote it
-                self._teams[fact["fact"]] = (fact.pop("team"), fact.pop("team_fact"))
-                self._pointers[self._teams[fact["fact"]][1]] = self._pointers[fact["fact"]]
+            if "stores" in fact:  # related as formation stores it
+                self._pointers[fact.pop("stores")] = self._pointers[fact["fact"]]
             facts.append({"type": "preference", **fact})
         self._forgets = list(answer.get("forgets", []))
         return {"facts": facts, "forget": answer.get("forget", "")}
@@ -81,9 +79,6 @@ class FakeMemoryLLM:
             return {n: pointers.get(text, "unrelated") for n, text in known}
         if purpose == "forget":
             return {"forget": [int(n) for n, text in known if text in self._forgets]}
-        if purpose == "scope":
-            return {"facts": [{"n": int(n), "scope": self._teams[text][0], "fact": self._teams[text][1]}
-                              if text in self._teams else {"n": int(n), "scope": "personal"} for n, text in known]}
         return self._extraction(prompt)
 
     def answer(self, body: dict[str, Any]) -> dict[str, Any]:
