@@ -115,6 +115,17 @@ async def test_a_fact_about_something_else_stays_dropped_and_only_a_member_is_sh
     assert ("Team" in extraction_prompt(memory_llm)) is in_team
 
 
+async def test_what_the_prompt_says_of_a_team_is_not_the_users_words(db: Any, worker: Worker,
+                                                                     memory_llm: Any) -> None:
+    await teams.create_team(db, "ward", "ward4", "nursing staff of the Halvorsen wing, Cardiology")
+    await teams.set_member(db, "ward", USER_A)
+    memory_llm.extract = lambda message: [{"fact": "The team works in the Halvorsen wing."},
+                                          {"fact": "User is a nurse in Cardiology."}]  # echoes of the prompt
+    [line] = await formed(db, worker, "our handover is moving to 7:15 from monday")
+    assert await links(db, teams.principal("ward")) == [] and await links(db, USER_A) == []
+    assert [d["why"] for d in line["dropped"]] == ["not_users_words", "team_not_users_words"]
+
+
 @pytest.mark.parametrize("written", ["Team Billing's staging database runs on port 5433.",  # not the user's team
                                      "Team Staging database runs on port 5433."])  # no team's name at all
 async def test_a_team_the_user_is_not_in_is_never_written(db: Any, worker: Worker, memory_llm: Any,

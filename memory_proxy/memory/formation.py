@@ -81,7 +81,6 @@ _ABOUT_USER = re.compile(r"^(the\s+)?user\b", re.I)
 _ABOUT_TEAM = re.compile(r"^(the\s+)?team\b", re.I)
 _WORD = re.compile(r"\w+")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
-_TEAM_EXAMPLE = re.compile(r"^Team \{team\}(?:'s)?\s*")
 
 
 @dataclass
@@ -382,15 +381,11 @@ async def _forgotten(turn: Turn, said: OwnWords, what: str, *, pool: AsyncConnec
 
 @cache
 def _example_facts() -> str:
-    """The names and numbers the memory prompts' examples quote (their made-up people, places and numbers): a
+    """The names and numbers the memory prompt's examples quote (their made-up people, places and numbers): a
     fact holding one the user did not say copied it. Names and numbers only: the examples' other words are
-    everyone's ("years", "team"), and a fact may well say "Year" or "Team". Of the team examples
-    (prompts/extract_teams.md), what follows their subject ("Team {team}'s"): a team's fact may well name the
-    team in the middle of a sentence."""
+    everyone's ("years"), and a fact may well say "Year"."""
     quoted = load_prompt("memory.md").split('"')  # the example facts, and the example messages
-    teams = [_TEAM_EXAMPLE.sub("", q) for q in load_prompt("extract_teams.md").split('"')[1::2]]
-    examples = [*(q for q in quoted if q.startswith("User") or (len(q) > 24 and q[0].isalpha() and "\n" not in q)),
-                *(q for q in teams if " " in q)]
+    examples = [q for q in quoted if q.startswith("User") or (len(q) > 24 and q[0].isalpha() and "\n" not in q)]
     return "\n".join(filter(None, (" ".join([*names(q), *_NUMBER.findall(q)]) for q in examples)))
 
 
