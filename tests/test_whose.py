@@ -85,7 +85,8 @@ async def test_a_team_update_changes_the_teams_memory_audited_as_the_member(
     ({"fact": "Team Platform's staging database runs on port 9999."}, "team_unsupported"),  # a number never said
     ({"fact": "Team Platform's staging password is hunter2.", "type": "secret"}, "team_secret"),
     ({"fact": "Team Platform's staging database runs on port 5433 and " + "also " * 30 + "more."},
-     "team_not_one_fact")])
+     "team_not_one_fact"),
+    ({"fact": "Team Platform."}, "team_empty")])  # a subject and nothing it says
 async def test_a_team_sentence_that_fails_a_guard_is_stored_nowhere(
         db: Any, worker: Worker, memory_llm: Any, platform: None, fact: dict[str, str], why: str) -> None:
     memory_llm.extract = lambda message: [fact, LYON]

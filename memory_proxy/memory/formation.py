@@ -341,7 +341,7 @@ def _why_not(content: Content, kept: list[str], about: re.Pattern[str] = _ABOUT_
     the subject it must start with (the user's, by default)."""
     if content.oversized:
         return "too_long"
-    if not content.text:
+    if not content.text or not _WORD.search(about.sub("", content.text, count=1)):  # "" or a bare "Team."
         return "empty"
     if not about.match(content.text):
         return off_subject
