@@ -5,7 +5,8 @@
 Starts the fake upstream and one memory-proxy (case (b) anonymous or (c) a user with 1,000 memories,
 as in benchmarks.relay, or `team`: that user in 3 teams of 10,000 memories, as in benchmarks.team_relay), runs streaming load for a while, records the proxy with `py-spy record`
 (speedscope JSON and a top-functions summary), and prints where the time went: proxy Python frames
-(by own time) and the embedded PostgreSQL's share of server CPU.
+(by own time) and the share of server CPU outside the proxy's own process (the embedded PostgreSQL, and the
+secret scanner's worker processes).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         proxy = memory_proxy_user_target(fake, BENCH_USER, lambda server: (
             seed_memories(server), team_relay.seed_teams(server, 3, 10_000)))
         team_relay.warm(proxy, 4)
+    team_relay.settle(proxy)  # the seeding's wake (index loads, autovacuum's analyse) is not a turn's cost
     out = Path(tempfile.mkdtemp(prefix="mp-profile-")) / f"{args.case}.speedscope.json"
     try:
         recorder = subprocess.Popen([str(PY_SPY), "record", "--pid", str(proxy.proc.pid), "--rate", "250",
@@ -89,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         fake.stop()
     assert result is not None
     print(f"case {args.case}, c={args.concurrency}: {result.line()}")
-    print(f"server CPU {used * 1000 / result.requests:.2f} ms/request, of which PostgreSQL "
+    print(f"server CPU {used * 1000 / result.requests:.2f} ms/request, of which outside the proxy process "
           f"{pg_used * 1000 / result.requests:.2f} ms; profile: {out}")
     print("\nown time by frame (proxy process):")
     for name, share in top_frames(out):
