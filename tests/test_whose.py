@@ -116,15 +116,16 @@ async def test_a_fact_about_something_else_stays_dropped_and_only_a_member_is_sh
     assert ("Team" in extraction_prompt(memory_llm)) is in_team
 
 
-async def test_what_the_prompt_says_of_a_team_is_not_the_users_words(db: Any, worker: Worker,
-                                                                     memory_llm: Any) -> None:
+async def test_what_the_prompt_says_of_a_team_is_not_the_users_words_but_the_teams_own(
+        db: Any, worker: Worker, memory_llm: Any) -> None:
     await teams.create_team(db, "ward", "ward4", "nursing staff of the Halvorsen wing, Cardiology")
     await teams.set_member(db, "ward", USER_A)
-    memory_llm.extract = lambda message: [{"fact": "The team works in the Halvorsen wing."},
-                                          {"fact": "User is a nurse in Cardiology."}]  # echoes of the prompt
+    memory_llm.extract = lambda message: [{"fact": "User is a nurse in Cardiology."},  # an echo of the prompt
+                                          {"fact": "The team's handover in the Halvorsen wing is at 7:15."}]
     [line] = await formed(db, worker, "our handover is moving to 7:15 from monday")
-    assert await links(db, teams.principal("ward")) == [] and await links(db, USER_A) == []
-    assert [d["why"] for d in line["dropped"]] == ["not_users_words", "team_not_users_words"]
+    assert await links(db, USER_A) == [] and [d["why"] for d in line["dropped"]] == ["not_users_words"]
+    # what the operator says the team is about is the team's: a fact of the team may name it
+    assert await links(db, teams.principal("ward")) == ["Team's handover in the Halvorsen wing is at 7:15."]
 
 
 @pytest.mark.parametrize("written", ["Team Billing's staging database runs on port 5433.",  # not the user's team

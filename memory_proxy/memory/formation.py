@@ -74,7 +74,8 @@ MAX_FACTS_READ = 2 * MAX_FACTS_PER_TURN  # of one reply: the rest cannot be kept
 FORGET_CANDIDATES = 10
 MAX_CONFIRMATIONS = 2  # destructive proposals checked per fact; past them the fact is added
 NOT_ABOUT_USER = "not_about_user"  # why a fact whose subject is not the user is dropped
-UNKNOWN_TEAM = "team_unknown"  # why a fact written about a team that is none of the user's is dropped
+TEAM_DROP = "team_"  # how the reason a fact written about a team is dropped starts
+UNKNOWN_TEAM = TEAM_DROP + "unknown"  # why a fact written about a team that is none of the user's is dropped
 REMEMBERED = "the chat model remembered it in this turn"  # why a protected memory is left as it is
 
 _ABOUT_USER = re.compile(r"^(the\s+)?user\b", re.I)
@@ -128,10 +129,9 @@ async def form(turn: Turn, *, pool: AsyncConnectionPool, embedder: Embedder, llm
 
     before = _assistant_before(turn.payload)
     mine = await _teams(turn, pool) if settings.team_facts != "off" else []  # whose a fact may be
-    shown = teams_block(mine)
     try:
         extraction = await extract_facts(llm, today=turn.said_at.date().isoformat(), before=before,
-                                         message=said.text[:MAX_MESSAGE_CHARS], teams=shown)
+                                         message=said.text[:MAX_MESSAGE_CHARS], teams=teams_block(mine))
     except MalformedReply as exc:
         formation.malformed.append(str(exc))
         extraction = Extraction()
@@ -141,23 +141,19 @@ async def form(turn: Turn, *, pool: AsyncConnectionPool, embedder: Embedder, llm
                                  malformed=formation.malformed)
         formation.resolutions += [_spared(r) if r.target_id in protected else r for r in named]
     formation.extracted = len(extraction.facts)
-    # not the user's words: what the assistant said, the prompts' examples, and what the prompt says of the teams
-    elsewhere = "\n".join([*(m.line() for m in turn.payload.context if m.role != "user"), _example_facts(), shown])
+    elsewhere = "\n".join([*(m.line() for m in turn.payload.context if m.role != "user"), _example_facts()])
     known = [m.content for m in turn.payload.retrieved] + [m.content for m in turn.payload.remembered]
-    about_team = [bool(mine) and is_teams(fact.fact, mine) for fact in extraction.facts]  # "Team platform's …"
-    for_teams = [fact for fact, team in zip(extraction.facts, about_team, strict=True) if team]
-    # In a worker process with a deadline (memory_proxy/scanner.py): a reply's facts are scanned for secrets and
-    # checked against the user's words, work that grows with what the model wrote. ScanFailed: retried.
-    kept, dropped = await scanner.run(kept_facts, [f for f, team in zip(extraction.facts, about_team, strict=True)
-                                                   if not team], said, earlier, elsewhere, turn.said_at, known)
+    # In a worker process with a deadline (memory_proxy/scanner.py): a reply's facts are sorted by whose they
+    # are, scanned for secrets and checked against the user's words, work that grows with what the model wrote.
+    # ScanFailed: retried.
+    kept, teams_kept, dropped = await scanner.run(kept_by_holder, extraction.facts, mine, said, earlier, elsewhere,
+                                                  turn.said_at, known)
     formation.dropped += dropped
     scoped = [(text, fact, "") for text, fact in kept]  # (text, fact, holder: "" the user's own)
     if mine:
-        teams_kept, dropped = await scanner.run(kept_team_facts, for_teams, mine, said, earlier, elsewhere,
-                                                turn.said_at, known)
-        formation.dropped += dropped
-        formation.scope = {"teams": len(mine), "written": len(for_teams),
-                           "unknown": sum(d["why"] == UNKNOWN_TEAM for d in dropped), "kept": len(teams_kept)}
+        team_drops = [d["why"] for d in dropped if d["why"].startswith(TEAM_DROP)]
+        formation.scope = {"teams": len(mine), "written": len(teams_kept) + len(team_drops),
+                           "unknown": team_drops.count(UNKNOWN_TEAM), "kept": len(teams_kept)}
         scoped += [(text, fact, teams.principal(team.id)) for text, fact, team in teams_kept]
     if not scoped:
         return formation
@@ -202,16 +198,35 @@ async def _teams(turn: Turn, pool: AsyncConnectionPool) -> list[Team]:
         return [m.team for m in await teams.teams_of(conn, turn.user_id, newest=teams.MAX_TEAMS_READ)]
 
 
-def kept_team_facts(facts: list[ExtractedFact], mine: list[Team], said: OwnWords, earlier: list[str],
-                    elsewhere: str, said_at: datetime, known: Sequence[str] = ()
-                    ) -> tuple[list[tuple[str, ExtractedFact, Team]], list[dict[str, str]]]:
-    """The facts the extraction call wrote about a team ("Team platform's …") worth storing, each as its team's
-    sentence ("Team's …", memory/whose.team_of) with the team, and each one left out with its reason: naming
-    none of the user's teams (`UNKNOWN_TEAM`), or failing a guard of `kept_facts` (about the team instead of the
-    user), its reason marked "team_"."""
+def kept_by_holder(facts: list[ExtractedFact], mine: list[Team], said: OwnWords, earlier: list[str],
+                   elsewhere: str, said_at: datetime, known: Sequence[str] = ()
+                   ) -> tuple[list[tuple[str, ExtractedFact]], list[tuple[str, ExtractedFact, Team]],
+                              list[dict[str, str]]]:
+    """The facts worth storing, by whose they are: those about the user (`kept_facts`), those written about one
+    of the user's teams `mine` ("Team platform's …", `_kept_team_facts`), and each one left out with its
+    reason. Past MAX_FACTS_READ facts the rest are dropped unread (`over_cap`). What the extraction call was told
+    of the teams (their names and what each works on) is not the user's words for a fact about the user (an echo
+    of the prompt: "User works on the Halvorsen wing."), but is what the operator says of the team, and a fact
+    about the team may name it."""
+    read = facts[:MAX_FACTS_READ]
+    about_team = [bool(mine) and is_teams(fact.fact, mine) for fact in read]
+    kept, dropped = kept_facts([f for f, team in zip(read, about_team, strict=True) if not team], said, earlier,
+                               "\n".join([elsewhere, teams_block(mine)]), said_at, known)
+    team_kept, team_dropped = _kept_team_facts([f for f, team in zip(read, about_team, strict=True) if team], mine,
+                                               said, earlier, elsewhere, said_at, known)
+    return kept, team_kept, dropped + team_dropped + [{"fact": "", "why": "over_cap"} for _ in facts[MAX_FACTS_READ:]]
+
+
+def _kept_team_facts(facts: list[ExtractedFact], mine: list[Team], said: OwnWords, earlier: list[str],
+                     elsewhere: str, said_at: datetime, known: Sequence[str]
+                     ) -> tuple[list[tuple[str, ExtractedFact, Team]], list[dict[str, str]]]:
+    """The facts written about a team worth storing, each as its team's sentence ("Team's …",
+    memory/whose.team_of) with the team, and each one left out with its reason, marked `TEAM_DROP`: naming none
+    of the user's teams (`UNKNOWN_TEAM`), or failing a guard of `kept_facts` (about the team instead of the
+    user)."""
     kept: list[tuple[str, ExtractedFact, Team]] = []
     dropped: list[dict[str, str]] = []
-    for fact in facts[:MAX_FACTS_READ]:
+    for fact in facts:
         named = team_of(fact.fact.strip(), mine)
         if named is None:
             dropped.append({"fact": memory_content(fact.fact.strip()).text[:200], "why": UNKNOWN_TEAM,
@@ -222,10 +237,10 @@ def kept_team_facts(facts: list[ExtractedFact], mine: list[Team], said: OwnWords
             content, [text for text, _, _ in kept], _ABOUT_TEAM, "not_about_team") or _ungrounded(
             content.text, said, earlier, elsewhere, said_at, known)
         if why:
-            dropped.append({"fact": content.text[:200], "why": f"team_{why}", "type": fact.type})
+            dropped.append({"fact": content.text[:200], "why": TEAM_DROP + why, "type": fact.type})
         else:
             kept.append((content.text, fact, named.team))
-    return kept, dropped + [{"fact": "", "why": "team_over_cap"} for _ in facts[MAX_FACTS_READ:]]
+    return kept, dropped
 
 
 async def _provenance(llm: MemoryLLM, said: OwnWords, formation: Formation) -> OwnWords:

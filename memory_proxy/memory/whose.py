@@ -6,7 +6,7 @@ writes a team's fact starting with "Team" and the team's name ("Team platform's 
 Ardent."). Here that form is read: the team it names must be one of the user's teams now (by the name the
 model was shown: its name, or its id when two share a name; "Team's …" names the only team of a user in one),
 and the name is taken off ("Team's build server runs on Ardent."), since the memory is marked with its team
-wherever it is shown. Formation then guards the team's sentence as any fact (memory/formation.kept_team_facts).
+wherever it is shown. Formation then guards the team's sentence as any fact (memory/formation.kept_by_holder).
 """
 
 from __future__ import annotations
