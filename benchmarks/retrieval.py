@@ -526,6 +526,7 @@ def measure_index(uri: str, ds: Dataset, queries: int, warmup: int, seed: int) -
     table, then searched as a chat turn searches it (tiers, both arms, similarities): no database work.
     Also the cost of a load (read + build), which a user pays again after each change to their memories."""
     from memory_proxy.memory.index import UserIndex
+    from memory_proxy.memory.user_index import Query
     from memory_proxy.store.database import make_pool
     from memory_proxy.store.snapshot import read_user
 
@@ -558,7 +559,7 @@ def measure_index(uri: str, ds: Dataset, queries: int, warmup: int, seed: int) -
             for qi, q in enumerate(qs):
                 text = f"what is memory {int(picks[qi])} about, half of it"
                 t = time.perf_counter()
-                found = index.search(q.tolist(), text, limit=TOP_K * 3, mode="hybrid", rrf_k=60,
+                found = index.search(Query.of(q.tolist(), text), limit=TOP_K * 3, mode="hybrid", rrf_k=60,
                                      weights=(1.0, 1.0), tiers=True, now=datetime.now(UTC))
                 el = (time.perf_counter() - t) * 1000
                 if qi < warmup:

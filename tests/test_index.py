@@ -18,6 +18,7 @@ from memory_proxy.memory import index as index_module
 from memory_proxy.memory import late, user_index
 from memory_proxy.memory.index import Indexes, UserIndex
 from memory_proxy.memory.retrieve import retrieve_memories
+from memory_proxy.memory.user_index import Query
 from memory_proxy.settings import load_settings
 from memory_proxy.store import memories, search, snapshot
 from memory_proxy.store.database import make_pool
@@ -78,7 +79,7 @@ async def test_the_index_finds_what_the_sql_search_finds(db: Any, database_url: 
         query = basis(direction, (30, 0.2))
         sql = await search.search(db, user_id=USER_A, model=MODEL, embedding=query, text=text, limit=15,
                                   mode=mode, weights=(1.0, 0.7), tiers=True)
-        mine = held.search(query, text, limit=15, mode=mode, rrf_k=60, weights=(1.0, 0.7), tiers=True,
+        mine = held.search(Query.of(query, text), limit=15, mode=mode, rrf_k=60, weights=(1.0, 0.7), tiers=True,
                            now=datetime.now(UTC))
         assert [h.memory.id for h in mine.hits] == [h.memory.id for h in sql.hits], text
         assert [h.fused for h in mine.hits] == pytest.approx([h.fused for h in sql.hits]), text
@@ -95,7 +96,7 @@ async def test_mmr_similarities_are_exact_cosines_of_the_candidates(db: Any, dat
     await indexes.caught_up()
     held = await indexes.ready(USER_A)
     assert held is not None
-    found = held.search(basis((0, 1.0)), "", limit=6, mode="vector", rrf_k=60, weights=(1.0, 1.0), tiers=False,
+    found = held.search(Query.of(basis((0, 1.0)), ""), limit=6, mode="vector", rrf_k=60, weights=(1.0, 1.0), tiers=False,
                         now=datetime.now(UTC))
     vectors = {mid: np.asarray(basis((i % 5, 1.0), (10 + i, 0.3 + 0.05 * (i % 4)))) for i, mid in enumerate(ids)}
     for hit in found.hits:
@@ -210,7 +211,7 @@ def test_expiry_is_checked_at_search_time() -> None:
     held = UserIndex.of(rows, MODEL)
     later = now + timedelta(hours=2)
     for when, expected in ((now, {f"m{i}" for i in range(6)}), (later, {f"m{i}" for i in range(1, 6)})):
-        found = held.search(basis((0, 1.0)), "fact", limit=10, mode="hybrid", rrf_k=60, weights=(1.0, 1.0),
+        found = held.search(Query.of(basis((0, 1.0)), "fact"), limit=10, mode="hybrid", rrf_k=60, weights=(1.0, 1.0),
                             tiers=True, now=when)
         assert {h.memory.id for h in found.hits} == expected  # m0 expired; m1 expired but pinned
         assert {m.id for m in found.recent} == expected
@@ -229,10 +230,10 @@ def test_many_memories_rank_the_nearest_by_sign_bits_as_the_sql_does() -> None:
                              last_accessed_at=None, embedding_model=MODEL, embedding=vectors[i], terms={},
                              version="1") for i in range(1_000)]
     held = UserIndex.of(rows, MODEL)
-    near = held._nearest(query / np.linalg.norm(query), held.has_vector)
+    near = held._nearest(Query.of(query, "").code, held.has_vector)
     assert len(near) == search.SEARCH_CANDIDATES and set(range(10)) <= set(near.tolist())
     exact = np.argsort(-(held.vectors @ (query / np.linalg.norm(query))))[:10]
-    found = held.search(query, "", limit=10, mode="vector", rrf_k=60, weights=(1.0, 1.0), tiers=False, now=now)
+    found = held.search(Query.of(query, ""), limit=10, mode="vector", rrf_k=60, weights=(1.0, 1.0), tiers=False, now=now)
     assert [h.memory.id for h in found.hits] == [f"m{i:04}" for i in exact]
     assert sorted(exact) == list(range(10))
 
@@ -269,8 +270,8 @@ def test_the_late_interaction_arm_adds_its_rank_to_the_candidates_fused_scores(m
     assert len(seen) == 4 and all(t is not None for t in held.tokens)
     options: dict[str, Any] = {"limit": 10, "mode": "hybrid", "rrf_k": 20, "weights": (1.0, 4.0), "tiers": False,
                                "now": now}
-    plain = held.search(basis((3, 1.0)), "berlin", **options)
-    mine = held.search(basis((3, 1.0)), "berlin", word_states=word_states("coffee berlin"), late_weight=8.0,
+    plain = held.search(Query.of(basis((3, 1.0)), "berlin"), **options)
+    mine = held.search(Query.of(basis((3, 1.0)), "berlin"), word_states=word_states("coffee berlin"), late_weight=8.0,
                        **options)
     assert mine.late_weight == 8.0 and plain.late_weight == 0.0
     added = {h.memory.id: h.fused - p.fused for h, p in zip(mine.hits, plain.hits, strict=True)}
@@ -282,7 +283,7 @@ def test_the_late_interaction_arm_adds_its_rank_to_the_candidates_fused_scores(m
     again = UserIndex.of([used, *held.rows[1:3], edited], MODEL, tokenize, base=held)
     assert len(seen) == 5 and seen[-1].endswith("coffee beans roasted")  # only the edited memory's words
     assert again.tokens[:3] == held.tokens[:3] and again.tokens[0] is held.tokens[0]
-    stopwords = held.search(basis((3, 1.0)), "berlin", word_states=np.zeros((0, 1024), dtype=np.float32),
+    stopwords = held.search(Query.of(basis((3, 1.0)), "berlin"), word_states=np.zeros((0, 1024), dtype=np.float32),
                             late_weight=8.0, **options)
     assert stopwords.late_weight == 0.0  # a query of stop words only: the arm did not run
     monkeypatch.setattr(user_index, "LATE_MAX_MEMORIES", 3)  # a user grown too big for it: none computed or held
@@ -539,9 +540,9 @@ def test_a_query_of_another_dimension_is_never_compared() -> None:
                              terms={"fact": 1, str(i): 1}, version="1") for i in range(6)]
     held = UserIndex.of(rows, MODEL)
     other = [1.0] + [0.0] * 383
-    found = held.search(other, "", limit=10, mode="vector", rrf_k=60, weights=(1.0, 1.0), tiers=False, now=now)
+    found = held.search(Query.of(other, ""), limit=10, mode="vector", rrf_k=60, weights=(1.0, 1.0), tiers=False, now=now)
     assert found.hits == []
-    found = held.search(other, "fact 3", limit=10, mode="hybrid", rrf_k=60, weights=(1.0, 1.0), tiers=False, now=now)
+    found = held.search(Query.of(other, "fact 3"), limit=10, mode="hybrid", rrf_k=60, weights=(1.0, 1.0), tiers=False, now=now)
     assert [h.memory.id for h in found.hits] == ["m3"] and found.hits[0].cosine == -1.0  # by its words only
 
 

@@ -195,3 +195,16 @@ def test_keeping_drops_what_is_gone_or_changed_and_realigns_the_similarities() -
     assert [m.id for m in kept.always_on] == ["a"] and kept.recent == []
     assert [(h.memory.id, tuple(h.similar)) for h in kept.hits] == [("a", (1.0,))]
     assert found.ids() == {"a", "b", "c"}
+
+
+def test_what_a_turn_may_show_of_a_team_is_its_pinned_memories_its_hits_and_all_of_it_only_when_small() -> None:
+    """A large team's newest memories are not shown, so a turn neither confirms nor marks them."""
+    now = datetime.now(UTC)
+    pinned, identity, *newest = [Memory(id=i, content=f"fact {i}", created_at=now, pinned=i == "p") for i in "pixyz"]
+    hit = SearchHit(memory=newest[0], fused=1.0, cosine=0.5, matched_terms=0)
+    found = search.Found(always_on=[pinned, identity], recent=newest, hits=[hit])
+    large = found.shown(inject_all_below=2)
+    assert (large.always_on, large.recent, large.hits) == ([pinned], [], [hit])
+    assert large.ids() == {"p", "x"}
+    assert found.shown(inject_all_below=3).recent == newest
+    assert large.shown(inject_all_below=2) == large  # shown twice (index, then the team tier): the same

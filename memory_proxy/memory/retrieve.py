@@ -25,7 +25,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -45,6 +45,7 @@ from .embed import Embedder, embed_query
 from .heuristics import contentless
 from .index import Indexes
 from .rank import rank
+from .user_index import Query
 
 EMBED_SHARE = 0.7  # share of the time budget the embedder may use, so that the fallback still has time
 CANDIDATES_PER_RESULT = 3  # hits fetched per memory wanted, for MMR and the minimum score to choose from
@@ -176,10 +177,11 @@ async def _search(pool: psycopg_pool.AsyncConnectionPool, indexes: Indexes | Non
     if indexes is not None:  # (each lookup starts a load of an index not held yet)
         held = [indexes.get(user_id), *(indexes.get(teams.principal(t)) for t in searched)]
         if known is not None and all(index is not None for index in held):
-            now = datetime.now(UTC)
-            founds = [index.search(vector, query, now=now, word_states=words, late_weight=settings.ranking.late_weight,
-                                   **{**options, **({"limit": team_limit} if i else {})})
-                      for i, index in enumerate(held) if index is not None]
+            now, prepared = datetime.now(UTC), Query.of(vector, query)
+            searched_in = [index.search(prepared, now=now, word_states=words, late_weight=settings.ranking.late_weight,
+                                        **{**options, **({"limit": team_limit} if i else {})})
+                           for i, index in enumerate(held) if index is not None]
+            founds = [searched_in[0], *(team.shown(settings.inject_all_below) for team in searched_in[1:])]
             found = await _still_active(pool, indexes, user_id, known if with_teams else None, founds, budget)
             if found is not None:
                 return found
@@ -225,9 +227,9 @@ async def _still_active(pool: psycopg_pool.AsyncConnectionPool, indexes: Indexes
             indexes.changed(snapshot.user_key(holder))  # as the notification on its way will: read again
             found = found.keeping(texts)
         kept.append(found)
-    now_in = {t.id: t for t in memberships}
-    return search.Scoped(kept[0], {t.id: f.of_team(now_in[t.id]) for t, f in zip(known or (), kept[1:], strict=True)
-                                   if t.id in now_in}, memberships)
+    now_in = {t.id for t in memberships}
+    return search.Scoped(kept[0], {t.id: f for t, f in zip(known or (), kept[1:], strict=True) if t.id in now_in},
+                         memberships)
 
 
 def _ranked(found: search.Found, settings: RetrievalSettings) -> list[Memory]:
@@ -244,11 +246,14 @@ def _team_tier(found: search.Scoped, personal: list[Memory], settings: Retrieval
     says is left out (the narrower scope first)."""
     if settings.team_top_k == 0:
         return []
-    pinned = [m for team in found.teams.values() for m in team.always_on if m.pinned]
-    searched = sorted((m for team in found.teams.values() for m in _ranked(team, settings)), key=lambda m: -m.score)
-    small = [m for team in found.teams.values() if len(team.recent) <= settings.inject_all_below for m in team.recent]
+    shown = [(team, found.teams[team.id].shown(settings.inject_all_below)) for team in found.memberships
+             if team.id in found.teams]
+    pinned = [(team, m) for team, held in shown for m in held.always_on]
+    searched = sorted(((team, m) for team, held in shown for m in _ranked(held, settings)), key=lambda tm: -tm[1].score)
+    small = [(team, m) for team, held in shown for m in held.recent]
     mine = {m.content.casefold() for m in personal}
-    return [m for m in _unique([*pinned, *searched[:settings.team_top_k], *small]) if m.content.casefold() not in mine]
+    return _unique([replace(m, team=team.id, team_name=team.name)  # marked as the team's: only what is shown
+                    for team, m in [*pinned, *searched[:settings.team_top_k], *small] if m.content.casefold() not in mine])
 
 
 def _left(started: float, budget_s: float) -> float:

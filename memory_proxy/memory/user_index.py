@@ -35,6 +35,25 @@ _NEVER = math.inf
 
 
 @dataclass(frozen=True, slots=True)
+class Query:
+    """A turn's query, prepared once for every index it searches (the user's and each team's)."""
+
+    searching: bool  # a vector came with it: without one, a search reads the tiers only
+    unit: np.ndarray | None  # the vector at unit length (None: no vector, or a zero one)
+    code: np.ndarray  # the vector's sign bits, packed as `UserIndex.codes`
+    words: list[str]  # its lexemes, for BM25
+
+    @classmethod
+    def of(cls, embedding: Sequence[float] | None, text: str) -> Query:
+        vector = np.asarray(embedding if embedding is not None else [], dtype=np.float32)
+        norm = float(np.linalg.norm(vector)) if len(vector) else 0.0
+        unit = vector / norm if norm > 0 else None
+        return cls(searching=embedding is not None, unit=unit,
+                   code=_codes(unit[None, :])[0] if unit is not None else np.zeros(0, dtype=np.uint64),
+                   words=query_lexemes(text) if text and embedding is not None else [])
+
+
+@dataclass(frozen=True, slots=True)
 class UserIndex:
     """One user's active memories, by vector id (the SQL's tie order), ready to search."""
 
@@ -45,10 +64,13 @@ class UserIndex:
     always_on: np.ndarray  # bool (n,): pinned or identity
     pinned: np.ndarray  # bool (n,)
     expires: np.ndarray  # float64 (n,): POSIX time, inf for never
+    lasts_until: float  # the first expiry of a memory not pinned (inf for none): all are live before it
+    everyone: np.ndarray  # bool (n,), all True: `live` until then
     recent_order: np.ndarray  # indexes, newest link first
     always_order: np.ndarray  # indexes, pinned first, then newest statement first
     postings: dict[str, tuple[np.ndarray, np.ndarray]]  # lexeme → (indexes, tf)
     dl: np.ndarray  # float64 (n,): distinct words of each memory
+    avgdl: float  # their mean (1 for none)
     access_count: np.ndarray  # int64 (n,), this process's uses added
     last_accessed: list[datetime | None]
     tokens: list[Tokens | None]  # the states of each memory's words, for late interaction (memory/late.py)
@@ -81,6 +103,8 @@ class UserIndex:
                 entry[0].append(i)
                 entry[1].append(tf)
         pinned = np.array([r.pinned for r in rows], dtype=bool)
+        expires = np.array([r.expires_at.timestamp() if r.expires_at else _NEVER for r in rows], dtype=np.float64)
+        dl = np.array([len(r.terms) for r in rows], dtype=np.float64)
         stated = np.array([r.stated_at.timestamp() for r in rows])
         linked = np.array([r.linked_at.timestamp() for r in rows])
         return cls(
@@ -88,12 +112,12 @@ class UserIndex:
                              memory_type=r.memory_type, pinned=r.pinned) for r in rows],
             vectors=vectors, codes=np.ascontiguousarray(_codes(vectors).T), has_vector=has_vector, pinned=pinned,
             always_on=pinned | np.array([r.identity for r in rows], dtype=bool),
-            expires=np.array([r.expires_at.timestamp() if r.expires_at else _NEVER for r in rows]),
+            expires=expires, lasts_until=float(expires[~pinned].min(initial=_NEVER)), everyone=np.ones(n, dtype=bool),
             recent_order=np.lexsort((np.arange(n), -linked)) if n else np.zeros(0, dtype=np.int64),
             always_order=np.lexsort((np.arange(n), -stated, ~pinned)) if n else np.zeros(0, dtype=np.int64),
             postings={w: (np.array(ix, dtype=np.int64), np.array(tf, dtype=np.float64))
                       for w, (ix, tf) in postings.items()},
-            dl=np.array([len(r.terms) for r in rows], dtype=np.float64),
+            dl=dl, avgdl=(float(dl.mean()) if n else 0.0) or 1.0,
             access_count=np.array([r.access_count for r in rows], dtype=np.int64),
             last_accessed=[r.last_accessed_at for r in rows],
             tokens=tokens,
@@ -102,63 +126,70 @@ class UserIndex:
             nbytes=vectors.nbytes * 33 // 32 + n * ROW_OVERHEAD_BYTES  # vectors and their codes
                    + sum(t.nbytes for t in tokens if t is not None))
 
-    def search(self, embedding: Sequence[float] | None, text: str, *, limit: int, mode: str, rrf_k: int,
-               weights: tuple[float, float], tiers: bool, now: datetime, word_states: np.ndarray | None = None,
-               late_weight: float = 0.0) -> Found:
+    def search(self, query: Query, *, limit: int, mode: str, rrf_k: int, weights: tuple[float, float], tiers: bool,
+               now: datetime, word_states: np.ndarray | None = None, late_weight: float = 0.0) -> Found:
         """What store.search.search returns for this user (see the module docstring for the differences);
         with the states of the query's words and a `late_weight`, the candidates' fused scores also hold
         the late-interaction arm (memory/late.py), when this index holds the states of their words."""
-        live = self.pinned | (self.expires > now.timestamp())
+        live = self._live(now)
         found = Found()
         if tiers:
             always = self.always_order[(self.always_on & live)[self.always_order]][:ALWAYS_ON_LIMIT]
             found.always_on.extend(self.memories[i] for i in always)
             found.recent.extend(self.memories[i] for i in self.recent_order[live[self.recent_order]][:RECENT_READ])
-        if embedding is None or not self.memories:
+        if not query.searching or not self.memories:
             return found
+        # Each arm ranks its few candidates (a few hundred by sign bits, the memories holding a query word), never
+        # all memories: at 10,000 an array over all of them costs ~5 µs an operation, and a turn searches 4 such.
         n = max(limit, 50)
-        query = np.asarray(embedding, dtype=np.float32)
-        norm = float(np.linalg.norm(query))
-        comparable = self.has_vector & (len(query) == self.vectors.shape[1] and norm > 0)  # as the SQL's dims check
-        unit = query / norm if norm > 0 else query
-        cosine = np.full(len(self.memories), -1.0)
-        near = self._nearest(unit, comparable) if comparable.any() else np.zeros(0, dtype=np.int64)
-        if len(near):
-            cosine[near] = self.vectors[near] @ unit
-        fused = np.zeros(len(self.memories))
-        if mode != "text":  # the vector arm ranks only the live candidates: a few hundred, not every memory
-            ranked = near[live[near]]
-            ranked = ranked[np.lexsort((ranked, -cosine[ranked]))][:n]  # ties by position, as `_best`
-            fused[ranked] += scoring.rrf(weights[0], np.arange(1, len(ranked) + 1), rrf_k)
-        words = query_lexemes(text) if text else []
-        bm25, matched = self._bm25(words if mode != "vector" else [])
-        if mode != "vector":
-            fused += _rrf(np.where(live & (matched > 0), bm25, -np.inf), n, weights[1], rrf_k)
-        top = _best(np.where(fused > 0, fused, -np.inf), limit)
-        rest = top[comparable[top] & (cosine[top] == -1.0)]  # a text hit's cosine, exact too (as the SQL's top)
-        if len(rest):
-            cosine[rest] = self.vectors[rest] @ unit
+        unit = query.unit if query.unit is not None and len(query.unit) == self.vectors.shape[1] else None
+        arms: list[tuple[np.ndarray, np.ndarray]] = []  # (memory indexes, their fusion contributions)
+        if mode != "text" and unit is not None:
+            near = self._nearest(query.code, self.has_vector)
+            near = near[live[near]]
+            cosine = self.vectors[near] @ unit
+            ranked = np.lexsort((near, -cosine))[:n]  # ties by position, as `_best`
+            arms.append((near[ranked], scoring.rrf(weights[0], np.arange(1, len(ranked) + 1), rrf_k)))
+        words = query.words if mode != "vector" else []
+        held, bm25, matched = self._bm25(words)
+        if len(held):
+            held = held[live[held]]
+            best = held[_best(bm25[held], n)]
+            arms.append((best, scoring.rrf(weights[1], np.arange(1, len(best) + 1), rrf_k)))
+        candidates = np.unique(np.concatenate([ix for ix, _ in arms])) if arms else np.zeros(0, dtype=np.int64)
+        fused = np.zeros(len(candidates))
+        for ix, contribution in arms:
+            fused[np.searchsorted(candidates, ix)] += contribution
+        chosen = _best(np.where(fused > 0, fused, -np.inf), limit)
+        top, fused = candidates[chosen], fused[chosen]
+        picked, has_vector = self.vectors[top], self.has_vector[top]
+        # exact cosines of the chosen, text hits too (as the SQL's top); -1 without a comparable vector
+        cosine = np.where(has_vector, picked @ unit, -1.0) if unit is not None else np.full(len(top), -1.0)
         if (word_states is not None and len(word_states) and late_weight > 0  # a query of stop words has none
                 and any(self.tokens[i] is not None for i in top)):
             late_scores = late.maxsim(word_states, [self.tokens[i] for i in top])
-            fused[top] += _rrf(late_scores, len(top), late_weight, rrf_k)
+            fused = fused + _rrf(late_scores, len(top), late_weight, rrf_k)
             found = replace(found, late_weight=late_weight)
-        picked, has_vector = self.vectors[top], self.has_vector[top]
         similar = np.where(has_vector[:, None] & has_vector[None, :], picked @ picked.T, 0.0).tolist()
         found.hits.extend(  # columns as Python lists first: a numpy scalar per field cost more than the search
-            SearchHit(memory=self.memories[i], fused=f, cosine=c, matched_terms=m, query_terms=len(words),
+            SearchHit(memory=self.memories[i], fused=f, cosine=c, matched_terms=m, query_terms=len(query.words),
                       access_count=a, last_accessed_at=self.last_accessed[i], similar=tuple(s))
-            for i, f, c, m, a, s in zip(top.tolist(), fused[top].tolist(), cosine[top].tolist(), matched[top].tolist(),
+            for i, f, c, m, a, s in zip(top.tolist(), fused.tolist(), cosine.tolist(), matched[top].tolist(),
                                         self.access_count[top].tolist(), similar, strict=True))
         return found
 
-    def _nearest(self, unit: np.ndarray, comparable: np.ndarray) -> np.ndarray:
+    def _live(self, now: datetime) -> np.ndarray:
+        """Which memories are live at `now`: pinned, or not expired (every one until the first expiry)."""
+        if now.timestamp() < self.lasts_until:
+            return self.everyone
+        return self.pinned | (self.expires > now.timestamp())
+
+    def _nearest(self, code: np.ndarray, comparable: np.ndarray) -> np.ndarray:
         """The comparable memories whose vectors the vector arm ranks: all of them, or for more than
-        SEARCH_CANDIDATES the nearest by Hamming distance of their sign bits, as the SQL picks whom to
-        re-rank (~0.2 ms at 10,000 memories where exact cosines over all cost ~2 ms)."""
+        SEARCH_CANDIDATES the nearest by Hamming distance of their sign bits (`code`: the query's), as the SQL
+        picks whom to re-rank (~0.2 ms at 10,000 memories where exact cosines over all cost ~2 ms)."""
         if int(comparable.sum()) <= SEARCH_CANDIDATES:
             return np.flatnonzero(comparable)
-        code = _codes(unit[None, :])[0]
         distance = np.zeros(self.codes.shape[1], dtype=np.uint16)
         for word, bits in zip(code, self.codes, strict=True):  # a word of all memories at a time: 2x a row-wise sum
             distance += np.bitwise_count(bits ^ word)
@@ -178,19 +209,21 @@ class UserIndex:
                 self.access_count[i] += 1
                 self.last_accessed[i] = at
 
-    def _bm25(self, words: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        """BM25 of every memory for the query's words, and how many of them it holds."""
+    def _bm25(self, words: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The memories holding any of the query's words (indexes, ascending), and for every memory its BM25
+        for them and how many of them it holds."""
         total, matched = np.zeros(len(self.memories)), np.zeros(len(self.memories), dtype=np.int64)
         n = len(self.memories)
-        avgdl = float(self.dl.mean()) or 1.0
+        held = []
         for word in words:
             posted = self.postings.get(word)
             if posted is None or len(posted[0]) > scoring.most_holders(n):
                 continue
             ix, tf = posted
-            total[ix] += scoring.bm25(scoring.idf(n, len(ix)), tf, self.dl[ix], avgdl)
+            total[ix] += scoring.bm25(scoring.idf(n, len(ix)), tf, self.dl[ix], self.avgdl)
             matched[ix] += 1
-        return total, matched
+            held.append(ix)
+        return np.unique(np.concatenate(held)) if held else np.zeros(0, dtype=np.int64), total, matched
 
 
 def _word_states(rows: Sequence[snapshot.LinkRow], tokenize: Callable[[list[str]], list[Tokens]],

@@ -171,12 +171,13 @@ class Found:
                      [m for m in self.recent if current.get(m.id) == m.content], hits, self.late_weight)
 
 
-    def of_team(self, team: TeamRef) -> Found:
-        """The same, each memory marked as the team's (held by its principal, shown with its name)."""
-        def mark(m: Memory) -> Memory:
-            return replace(m, team=team.id, team_name=team.name)
-        return Found([mark(m) for m in self.always_on], [mark(m) for m in self.recent],
-                     [replace(h, memory=mark(h.memory)) for h in self.hits], self.late_weight)
+    def shown(self, inject_all_below: int) -> Found:
+        """What of a team's found a turn may show: its pinned memories, its hits, and its newest memories only
+        for a team holding at most `inject_all_below` (then all of them, as for a small user). The rest is not
+        confirmed, marked nor ranked: a team of 10,000 memories is searched, never read whole."""
+        small = len(self.recent) <= inject_all_below
+        return Found([m for m in self.always_on if m.pinned], self.recent if small else [], self.hits,
+                     self.late_weight)
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,7 +185,7 @@ class Scoped:
     """A turn's search in every scope the user reads: their own, and each team's they belong to."""
 
     personal: Found
-    teams: dict[str, Found]  # by team id: only teams the user belongs to now, their memories marked
+    teams: dict[str, Found]  # by team id: only teams the user belongs to now (memories not marked as theirs)
     memberships: tuple[TeamRef, ...]  # the user's teams when the search ran
 
 
@@ -244,8 +245,7 @@ async def search_scopes(conn: AsyncConnection[Any], *, user_id: str, teams: Coll
                                                         "limit": team_limit if embedding is not None else 0},
                                            binary=True) for team in list(teams)[:MAX_TEAMS_READ]}
     memberships = tuple(TeamRef(*row) for row in await held.fetchall())
-    found = {team.id: _found(await theirs[team.id].fetchall()).of_team(team)
-             for team in memberships if team.id in theirs}
+    found = {team.id: _found(await theirs[team.id].fetchall()) for team in memberships if team.id in theirs}
     return Scoped(_found(await mine.fetchall()), found, memberships)
 
 
