@@ -65,7 +65,19 @@ async def test_a_teams_fact_goes_to_the_team_and_a_personal_one_stays_the_users(
     assert await cur.fetchall() == [(USER_A, "project")]  # the member who said it; the type the extraction gave
     assert "- Platform (works on infrastructure: databases, deploys, CI)" in extraction_prompt(memory_llm)
     assert line["scope"] == {"teams": 1, "written": 1, "unknown": 0, "kept": 1}
-    assert [purpose for purpose, _ in memory_llm.prompts] == ["extract"]  # one call decided whose: no other
+    # one call decided whose, and the team's fact alone was confirmed by a check of its own
+    assert [purpose for purpose, _ in memory_llm.prompts] == ["extract", "check"]
+    assert "Fact: Team's staging database runs on port 5433." in memory_llm.prompts[1][1]
+
+
+async def test_a_teams_fact_the_model_does_not_confirm_is_stored_nowhere(
+        db: Any, worker: Worker, memory_llm: Any, platform: None) -> None:
+    memory_llm.extract = lambda message: [STAGING, LYON]
+    memory_llm.check = lambda prompt: "Message:" not in prompt  # no to the team check
+    [line] = await formed(db, worker)
+    assert await links(db, USER_A) == ["User lives in Lyon."] and await links(db, PLATFORM) == []
+    assert {"fact": "Team's staging database runs on port 5433.", "why": "team_unstated"} in line["dropped"]
+    assert line["scope"] == {"teams": 1, "written": 1, "unknown": 0, "kept": 0}
 
 
 async def test_a_team_update_changes_the_teams_memory_audited_as_the_member(

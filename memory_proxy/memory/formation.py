@@ -65,7 +65,7 @@ from .heuristics import contentless
 from .llm import MalformedReply, MemoryLLM
 from .provenance import checked
 from .resolve import Action, Relation, Resolution, confirmed, forgotten, proposals, relate
-from .whose import is_teams, team_of, teams_block
+from .whose import is_teams, stated, team_of, teams_block
 
 BEFORE_CHARS = 300  # of the assistant's previous message, shown for reference (answers to its question)
 MAX_MESSAGE_CHARS = 4000  # of the user's own words, shown to the model (the prompt stays bounded)
@@ -148,6 +148,9 @@ async def form(turn: Turn, *, pool: AsyncConnectionPool, embedder: Embedder, llm
     # ScanFailed: retried.
     kept, teams_kept, dropped = await scanner.run(kept_by_holder, extraction.facts, mine, said, earlier, elsewhere,
                                                   turn.said_at, known)
+    if teams_kept:  # the model confirms each, on its own: a team's memory is shown to every member
+        teams_kept, unstated = await stated(llm, said.text[:MAX_MESSAGE_CHARS], teams_kept)
+        dropped += unstated
     formation.dropped += dropped
     scoped = [(text, fact, "") for text, fact in kept]  # (text, fact, holder: "" the user's own)
     if mine:

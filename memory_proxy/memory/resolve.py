@@ -147,11 +147,10 @@ def proposals(candidates: list[Memory], relations: dict[int, Relation]
             for number, memory in enumerate(candidates, 1) if relations.get(number) == relation]
 
 
-async def check(llm: MemoryLLM, question: str, given: str) -> bool:
-    """One yes/no question about `given`."""
+async def check(llm: MemoryLLM, question: str, given: str, turn: str = "check_turn.md") -> bool:
+    """One yes/no question about `given` (`turn`: the prompt that frames it, with its examples)."""
     answer = await llm.structured(Answer, [{"role": "system", "content": load_prompt("memory.md")},
-                                           {"role": "user", "content": render("check_turn.md", given=given,
-                                                                              question=question)}],
+                                           {"role": "user", "content": render(turn, given=given, question=question)}],
                                   purpose="check")
     return answer.answer == "yes"
 

@@ -16,9 +16,14 @@ from dataclasses import dataclass
 
 from ..prompts import render
 from ..store.teams import Team
-from .extract import neutral
+from .extract import ExtractedFact, neutral
+from .llm import MemoryLLM
+from .resolve import check
 
 MAX_ABOUT_CHARS = 200  # of what a team works on, as the model is shown it
+STATED = ("Does the message say this fact is true of the user's team, as something the user knows "
+          "(not a question, a request, a plan or a general remark)?")
+UNSTATED = "team_unstated"  # why a team fact the model did not confirm is dropped
 
 _TEAM_SUBJECT = re.compile(r"^(the\s+)?team\b\s*", re.I)
 _POSSESSIVE = re.compile(r"^['’]s\b\s*", re.I)
@@ -87,3 +92,16 @@ def _named_subject(text: str, teams: list[Team]) -> tuple[Team, str] | None:
 def _about_team(rest: str) -> str:
     """The sentence whose subject is "Team", from what followed its subject: "'s build server …", "ships …"."""
     return "Team" + (rest if _POSSESSIVE.match(rest) else " " + rest)
+
+
+async def stated(llm: MemoryLLM, message: str, facts: list[tuple[str, ExtractedFact, Team]]
+                 ) -> tuple[list[tuple[str, ExtractedFact, Team]], list[dict[str, str]]]:
+    """The team facts the model confirms the user's `message` states (one yes/no call each, in the model's own
+    judgement: every member is shown a team's memory), and each one it does not, as a drop (`UNSTATED`)."""
+    kept, dropped = [], []
+    for text, fact, team in facts:
+        if await check(llm, STATED, f"Message: {neutral(message)}\nFact: {neutral(text)}", "check_team_turn.md"):
+            kept.append((text, fact, team))
+        else:
+            dropped.append({"fact": text, "why": UNSTATED})
+    return kept, dropped
