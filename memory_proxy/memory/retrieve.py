@@ -210,11 +210,11 @@ async def _still_active(pool: psycopg_pool.AsyncConnectionPool, indexes: Indexes
     for one primary-key read of the turn's few candidates, with the memberships read beside it. `known`
     None: the user's own memories only."""
     holders = [user_id, *(teams.principal(t.id) for t in known or ())]
-    ids = set().union(*(found.ids() for found in founds))
-    if not ids and known is None:
+    wanted = {(holder, memory_id) for holder, found in zip(holders, founds, strict=True) for memory_id in found.ids()}
+    if not wanted and known is None:
         return search.Scoped(founds[0], {}, ())
     current, memberships = await _in_database(pool, budget_s,
-                                              lambda conn: search.confirm(conn, user_id, holders, ids))
+                                              lambda conn: search.confirm(conn, user_id, wanted))
     if known is not None:
         if not {t.id for t in memberships} <= {t.id for t in known}:
             return None

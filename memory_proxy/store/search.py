@@ -287,26 +287,32 @@ def _found(rows: Sequence[Sequence[Any]]) -> Found:
     return found
 
 
-_ACTIVE_TEXTS = ("SELECT uv.user_id, v.id, v.content FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id"
-                 " WHERE uv.user_id = ANY(%s) AND uv.vector_id = ANY(%s) AND uv.superseded_at IS NULL")
+# By primary key, (holder, id) pair by pair, whether retired read as a column: with `superseded_at IS NULL` in
+# WHERE, a plan prepared on statistics that predate a team's 30,000 new rows walked the partial index
+# users_vectors_recent through every row of every holder (benchmarks/team_relay: ~31,000 rows a turn).
+_ACTIVE_TEXTS = ("SELECT uv.user_id, v.id, v.content, uv.superseded_at IS NULL"
+                 " FROM unnest(%s::text[], %s::text[]) AS wanted(user_id, vector_id)"
+                 " JOIN users_vectors uv ON uv.user_id = wanted.user_id AND uv.vector_id = wanted.vector_id"
+                 " JOIN vectors v ON v.id = uv.vector_id")
 
 
 async def active_texts(conn: AsyncConnection[Any], user_id: str, ids: Collection[str]) -> dict[str, str]:
     """Which of `ids` are still active memories of the user, with their text now (one round trip)."""
     async with in_user_scope(conn, user_id):
-        cur = await conn.execute(_ACTIVE_TEXTS, [[user_id], list(ids)])
-    return {vector_id: content for _, vector_id, content in await cur.fetchall()}
+        cur = await conn.execute(_ACTIVE_TEXTS, [[user_id] * len(ids), list(ids)])
+    return {vector_id: content for _, vector_id, content, active in await cur.fetchall() if active}
 
 
-async def confirm(conn: AsyncConnection[Any], user_id: str, holders: Collection[str],
-                  ids: Collection[str]) -> tuple[dict[tuple[str, str], str], tuple[TeamRef, ...]]:
-    """Which of `ids` are still active memories of `holders` (the user, and team principals) that the user
-    may read now, by (holder, id) with their text now; and the user's memberships now. One round trip: a
-    team the user has left holds no row of theirs any more (db/migrations/0013)."""
+async def confirm(conn: AsyncConnection[Any], user_id: str,
+                  wanted: Collection[tuple[str, str]]) -> tuple[dict[tuple[str, str], str], tuple[TeamRef, ...]]:
+    """Which of the `wanted` (holder, id) pairs are still active memories of their holder (the user, or a team
+    principal) that the user may read now, with their text now; and the user's memberships now. One round
+    trip: a team the user has left holds no row of theirs any more (db/migrations/0013)."""
+    holders, ids = zip(*wanted, strict=True) if wanted else ((), ())
     async with in_user_scope(conn, user_id):
         held = await conn.execute(_MEMBERSHIPS, [user_id])
         cur = await conn.execute(_ACTIVE_TEXTS, [list(holders), list(ids)])
-    current = {(holder, vector_id): content for holder, vector_id, content in await cur.fetchall()}
+    current = {(holder, vector_id): content for holder, vector_id, content, active in await cur.fetchall() if active}
     return current, tuple(TeamRef(*row) for row in await held.fetchall())
 
 
