@@ -181,7 +181,8 @@ async def _search(pool: psycopg_pool.AsyncConnectionPool, indexes: Indexes | Non
             searched_in = [index.search(prepared, now=now, word_states=words, late_weight=settings.ranking.late_weight,
                                         **{**options, **({"limit": team_limit} if i else {})})
                            for i, index in enumerate(held) if index is not None]
-            founds = [searched_in[0], *(team.shown(settings.inject_all_below) for team in searched_in[1:])]
+            founds = [_injectable(found, settings, team=i > 0, tiers_only=vector is None)
+                      for i, found in enumerate(searched_in)]
             found = await _still_active(pool, indexes, user_id, known if with_teams else None, founds, budget)
             if found is not None:
                 return found
@@ -197,6 +198,17 @@ async def _search(pool: psycopg_pool.AsyncConnectionPool, indexes: Indexes | Non
     if indexes is not None and with_teams:
         indexes.saw_teams(user_id, found.memberships)
     return found
+
+
+def _injectable(found: search.Found, settings: RetrievalSettings, *, team: bool, tiers_only: bool) -> search.Found:
+    """What of an index's found a turn may inject, so that only that is confirmed in PostgreSQL: the always-on
+    tier, the newest memories when the holder is small enough to be shown whole (or stand in for a search), and
+    the hits ranking keeps (a team: `Found.shown`'s). Ranking what is kept again picks the same memories in the
+    same order (its scores are each hit's own; MMR picks greedily), fewer only where one is gone."""
+    held = found.shown(settings.inject_all_below) if team else found
+    small = tiers_only or len(held.recent) <= settings.inject_all_below
+    keep = [*held.always_on, *(held.recent if small else []), *_ranked(held, settings)]
+    return held.keeping({m.id: m.content for m in keep})
 
 
 async def _still_active(pool: psycopg_pool.AsyncConnectionPool, indexes: Indexes, user_id: str,
