@@ -19,8 +19,8 @@ trusted with (provenance, secrets, grounding, size, duplicates, the flip-flop ru
    assistant's words or the prompt's examples. Each one left out is logged with its reason. These checks
    run in a worker process with a deadline (memory_proxy/scanner.py), never on the event loop.
    For a user in a team (TEAM_FACTS review or auto), the extraction call is shown the user's teams and writes a
-   team's fact about the team ("Team platform's staging database runs on port 5433.", memory/whose.py); such a
-   fact belongs to the team it names, and passes the same guards about the team ("Team …").
+   team's fact about the team it names ("Team platform's …", memory/whose.py): it passes the same guards about
+   the team ("Team …"), then the model confirms the user stated it (memory/whose.stated, a yes/no call each).
 5. Each kept fact that is not an exact duplicate is compared with its nearest memories by the model
    (memory/resolve.relate); a replace, refine or ignore is acted on only once the model confirms it for
    that pair (memory/resolve.confirmed), else the fact is added. The memories the chat model stored with
@@ -127,7 +127,7 @@ async def form(turn: Turn, *, pool: AsyncConnectionPool, embedder: Embedder, llm
             formation.skipped = "no words of the user's"
             return formation
 
-    before = _assistant_before(turn.payload)
+    before = (turn.payload.earlier("assistant") or [""])[-1][:BEFORE_CHARS]  # the assistant's message before
     mine = await _teams(turn, pool) if settings.team_facts != "off" else []  # whose a fact may be
     try:
         extraction = await extract_facts(llm, today=turn.said_at.date().isoformat(), before=before,
@@ -143,9 +143,8 @@ async def form(turn: Turn, *, pool: AsyncConnectionPool, embedder: Embedder, llm
     formation.extracted = len(extraction.facts)
     elsewhere = "\n".join([*(m.line() for m in turn.payload.context if m.role != "user"), _example_facts()])
     known = [m.content for m in turn.payload.retrieved] + [m.content for m in turn.payload.remembered]
-    # In a worker process with a deadline (memory_proxy/scanner.py): a reply's facts are sorted by whose they
-    # are, scanned for secrets and checked against the user's words, work that grows with what the model wrote.
-    # ScanFailed: retried.
+    # In a worker process with a deadline (memory_proxy/scanner.py; ScanFailed: retried): a reply's facts are sorted
+    # by whose they are, scanned for secrets and checked against the user's words, work that grows with the reply.
     kept, teams_kept, dropped = await scanner.run(kept_by_holder, extraction.facts, mine, said, earlier, elsewhere,
                                                   turn.said_at, known)
     if teams_kept:  # the model confirms each, on its own: a team's memory is shown to every member
@@ -374,19 +373,13 @@ def _why_not(content: Content, kept: list[str], about: re.Pattern[str] = _ABOUT_
     return "over_cap" if len(kept) >= MAX_FACTS_PER_TURN else None
 
 
-async def _nearest(user_id: str, text: str, *, pool: AsyncConnectionPool, embedder: Embedder,
-                   top_k: int) -> list[Memory]:
-    """The user's active memories nearest to `text` (their own only, never the global ones)."""
-    vector = await embed_one(embedder, text)
-    async with pool.connection() as conn:
-        return await search.neighbours(conn, user_id=user_id, model=embedder.model, embedding=vector,
-                                       top_k=top_k, min_score=-1.0, include_global=False)
-
-
 async def _forgotten(turn: Turn, said: OwnWords, what: str, *, pool: AsyncConnectionPool, embedder: Embedder,
                      llm: MemoryLLM, malformed: list[str]) -> list[Resolution]:
     """The user's memories that a request to forget `what` names: the model picks them among the nearest."""
-    candidates = await _nearest(turn.user_id, what, pool=pool, embedder=embedder, top_k=FORGET_CANDIDATES)
+    vector = await embed_one(embedder, what)
+    async with pool.connection() as conn:  # the user's own memories nearest to what, never the global ones
+        candidates = await search.neighbours(conn, user_id=turn.user_id, model=embedder.model, embedding=vector,
+                                             top_k=FORGET_CANDIDATES, min_score=-1.0, include_global=False)
     if not candidates:
         return []
     try:
@@ -405,9 +398,3 @@ def _example_facts() -> str:
     quoted = load_prompt("memory.md").split('"')  # the example facts, and the example messages
     examples = [q for q in quoted if q.startswith("User") or (len(q) > 24 and q[0].isalpha() and "\n" not in q)]
     return "\n".join(filter(None, (" ".join([*names(q), *_NUMBER.findall(q)]) for q in examples)))
-
-
-def _assistant_before(payload: FormationPayload) -> str:
-    """The assistant's message just before the user's, from the job's earlier messages."""
-    replies = payload.earlier("assistant")
-    return replies[-1][:BEFORE_CHARS] if replies else ""

@@ -10,10 +10,10 @@
   embedder then costs a turn milliseconds, not its embedding share of the budget).
 
 The query is embedded first, then both tiers and the search candidates are read at once: from the user's
-in-process index when this process holds it (memory/index.py; then one primary-key read confirms that
-the candidates are still active: `_still_active`), else by one statement in PostgreSQL (store/search.py:
-one statement after the embedding, rather than the tiers read on a second connection beside it, because
-one round trip and one transaction less per turn save more CPU than the overlap would save time).
+in-process index when this process holds it (memory/index.py; then one primary-key read confirms that what
+the turn may inject is still active: `_injectable`, `_still_active`), else by one statement in PostgreSQL
+(store/search.py: one statement after the embedding, rather than the tiers read on a second connection beside
+it, because one round trip and one transaction less per turn save more CPU than the overlap would save time).
 
 `retrieve_memories` raises only `MemoryUnavailable`, whose reason names the phase that failed and how
 (`embedder_error`, `embedder_timeout`, `database_error`, `database_timeout`); `memories_for_turn`
@@ -219,7 +219,7 @@ async def _still_active(pool: psycopg_pool.AsyncConnectionPool, indexes: Indexes
     (the caller then searches in PostgreSQL). The indexes hear of a change by notification, which may reach
     this process after a turn that begins once another replica (or this one) answered an erase, a delete
     or a member's removal: the check makes "gone once answered" hold across processes (benchmarks/cluster),
-    for one primary-key read of the turn's few candidates, with the memberships read beside it. `known`
+    for one primary-key read of what the turn may inject, with the memberships read beside it. `known`
     None: the user's own memories only."""
     holders = [user_id, *(teams.principal(t.id) for t in known or ())]
     wanted = {(holder, memory_id) for holder, found in zip(holders, founds, strict=True) for memory_id in found.ids()}
