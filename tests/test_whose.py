@@ -80,6 +80,16 @@ async def test_a_teams_fact_the_model_does_not_confirm_is_stored_nowhere(
     assert line["scope"] == {"teams": 1, "written": 1, "unknown": 0, "kept": 0}
 
 
+async def test_an_unreadable_answer_to_the_team_check_confirms_nothing_and_fails_nothing(
+        db: Any, worker: Worker, memory_llm: Any, platform: None) -> None:
+    memory_llm.extract = lambda message: [STAGING, LYON]
+    memory_llm.raw["check"] = "I think so, probably"
+    [line] = await formed(db, worker)
+    assert await links(db, USER_A) == ["User lives in Lyon."] and await links(db, PLATFORM) == []
+    assert line["malformed"]
+    assert {"fact": "Team's staging database runs on port 5433.", "why": "team_unstated"} in line["dropped"]
+
+
 async def test_a_team_update_changes_the_teams_memory_audited_as_the_member(
         db: Any, worker: Worker, memory_llm: Any, platform: None) -> None:
     old = await add_memory(db, PLATFORM, "Team's staging database runs on port 5432.")

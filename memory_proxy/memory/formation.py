@@ -148,7 +148,7 @@ async def form(turn: Turn, *, pool: AsyncConnectionPool, embedder: Embedder, llm
     kept, teams_kept, dropped = await scanner.run(kept_by_holder, extraction.facts, mine, said, earlier, elsewhere,
                                                   turn.said_at, known)
     if teams_kept:  # the model confirms each, on its own: a team's memory is shown to every member
-        teams_kept, unstated = await stated(llm, said.text[:MAX_MESSAGE_CHARS], teams_kept)
+        teams_kept, unstated = await stated(llm, said.text[:MAX_MESSAGE_CHARS], teams_kept, formation.malformed)
         dropped += unstated
     formation.dropped += dropped
     scoped = [(text, fact, "") for text, fact in kept]  # (text, fact, holder: "" the user's own)

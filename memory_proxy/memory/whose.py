@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from ..prompts import render
 from ..store.teams import Team
 from .extract import ExtractedFact, neutral
-from .llm import MemoryLLM
+from .llm import MalformedReply, MemoryLLM
 from .resolve import check
 
 MAX_ABOUT_CHARS = 200  # of what a team works on, as the model is shown it
@@ -94,13 +94,19 @@ def _about_team(rest: str) -> str:
     return "Team" + (rest if _POSSESSIVE.match(rest) else " " + rest)
 
 
-async def stated(llm: MemoryLLM, message: str, facts: list[tuple[str, ExtractedFact, Team]]
+async def stated(llm: MemoryLLM, message: str, facts: list[tuple[str, ExtractedFact, Team]], malformed: list[str]
                  ) -> tuple[list[tuple[str, ExtractedFact, Team]], list[dict[str, str]]]:
     """The team facts the model confirms the user's `message` states (one yes/no call each, in the model's own
-    judgement: every member is shown a team's memory), and each one it does not, as a drop (`UNSTATED`)."""
+    judgement: every member is shown a team's memory), and each one it does not, as a drop (`UNSTATED`). A reply
+    that cannot be read confirms nothing (noted in `malformed`, as formation notes every such reply)."""
     kept, dropped = [], []
     for text, fact, team in facts:
-        if await check(llm, STATED, f"Message: {neutral(message)}\nFact: {neutral(text)}", "check_team_turn.md"):
+        try:
+            yes = await check(llm, STATED, f"Message: {neutral(message)}\nFact: {neutral(text)}", "check_team_turn.md")
+        except MalformedReply as exc:
+            malformed.append(str(exc))
+            yes = False
+        if yes:
             kept.append((text, fact, team))
         else:
             dropped.append({"fact": text, "why": UNSTATED})
