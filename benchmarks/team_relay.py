@@ -49,7 +49,7 @@ def seed_teams(server: Server, count: int, per_team: int, relevant: int = relay.
                 team = f"team-{t}"
                 await teams.create_team(conn, team, f"Team {t}")
                 await teams.set_member(conn, team, relay.BENCH_USER)
-                texts = [f"{QUESTION} The team {t} uses Go, note {i}." for i in range(relevant)]
+                texts = [f"{QUESTION} The team {t} uses Go, note {i}, {marker(t, i)}." for i in range(relevant)]
                 texts += [f"Team {t} fact {i}: service {i % 97} runs in region {i % 89} on cluster {i % 83}."
                           for i in range(per_team - relevant)]
                 for text in texts:
@@ -57,6 +57,20 @@ def seed_teams(server: Server, count: int, per_team: int, relevant: int = relay.
                                              embedding=embed(text, 1024), model="fake-embed")
 
     asyncio.run(insert())
+
+
+def marker(team: int, note: int) -> str:
+    """The tag of a team's relevant memory, as the fake upstream finds it in a system prompt (`MARKER`)."""
+    return "mk" + "teamnote" + chr(ord("a") + team % 26) + chr(ord("a") + note % 26)
+
+
+def injected(server: Server, fake: Server) -> list[str]:
+    """The markers of the team memories one turn of the bench question injects (`GET /seen` of the fake)."""
+    probe = f"team-relay-{time.monotonic_ns()}"
+    httpx.post(server.chat_url, headers=server.headers, json={**relay.BODY, "probe": probe},
+               timeout=30).raise_for_status()
+    seen = httpx.get(fake.base_url.removesuffix("/v1") + "/seen", params={"probe": probe}, timeout=10)
+    return sorted(seen.raise_for_status().json()["markers"])
 
 
 def warm(server: Server, indexes: int) -> None:
@@ -120,6 +134,10 @@ def main(argv: list[str] | None = None) -> int:
         started.append(member)
         warm(alone, 1)
         warm(member, 1 + args.teams)
+        shown = injected(member, fake)  # what the member's turns cost includes the team memories they inject
+        print(f"team memories injected in a member's turn: {len(shown)} ({', '.join(shown)})", file=sys.stderr)
+        if args.relevant and not shown:
+            raise RuntimeError("the member's turn injects no team memory: the benchmark would not measure one")
         for server in (alone, member):
             settle(server)
         cells = relay.run_targets([alone, member], concurrencies=(1, 16),

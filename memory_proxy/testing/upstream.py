@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import functools
 import json
 import os
 import re
@@ -60,17 +61,21 @@ SEEN_MAX = 500_000  # probes remembered for GET /seen (the oldest are forgotten 
 DENSE_NOISE = 0.1  # norm of the dense part (the relay benchmark's relevant memories stay above 0.8)
 
 
+@functools.cache
+def _projection(dims: int) -> np.ndarray:
+    """A fixed random rotation-like matrix: it spreads each word's bucket over every dimension."""
+    return (np.random.default_rng(dims).standard_normal((dims, dims)) / np.sqrt(dims)).astype(np.float32)
+
+
 def embed(text: str, dims: int) -> list[float]:
-    """Hashing-trick bag of words: crc32 of each lowercase word token picks a bucket; L2-normalised;
+    """Hashing-trick bag of words: crc32 of each lowercase word token picks a bucket; projected at random onto
+    every dimension, as a real model's vectors are dense, so that their sign bits agree where the texts share
+    words (store/search.py pre-selects by sign bits; cosines stay the bag of words' within ~0.03); L2-normalised;
     then DENSE_NOISE of text-seeded noise, normalised again."""
-    vec = np.zeros(dims, dtype=np.float32)
     tokens = _TOKEN.findall(text.lower())
-    if tokens:
-        idx = np.fromiter((zlib.crc32(t.encode()) % dims for t in tokens), dtype=np.int64, count=len(tokens))
-        np.add.at(vec, idx, 1.0)
-        vec /= np.linalg.norm(vec)
-    else:
-        vec[0] = 1.0  # empty text: a fixed unit vector rather than NaNs
+    buckets = [zlib.crc32(t.encode()) % dims for t in tokens] or [0]  # empty text: a fixed vector, not NaNs
+    vec = _projection(dims)[buckets].sum(axis=0)  # each word's bucket row: the sparse product with the matrix
+    vec /= np.linalg.norm(vec)
     noise = np.random.default_rng(zlib.crc32(text.encode())).standard_normal(dims).astype(np.float32)
     vec += DENSE_NOISE * noise / np.linalg.norm(noise)
     return (vec / np.linalg.norm(vec)).tolist()
