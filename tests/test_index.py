@@ -230,7 +230,7 @@ def test_many_memories_rank_the_nearest_by_sign_bits_as_the_sql_does() -> None:
                              last_accessed_at=None, embedding_model=MODEL, embedding=vectors[i], terms={},
                              version="1") for i in range(1_000)]
     held = UserIndex.of(rows, MODEL)
-    near = held._nearest(Query.of(query, "").code, held.has_vector)
+    near = held._nearest(Query.of(query, "").code)
     assert len(near) == search.SEARCH_CANDIDATES and set(range(10)) <= set(near.tolist())
     exact = np.argsort(-(held.vectors @ (query / np.linalg.norm(query))))[:10]
     found = held.search(Query.of(query, ""), limit=10, mode="vector", rrf_k=60, weights=(1.0, 1.0), tiers=False, now=now)

@@ -11,7 +11,7 @@
 
 The query is embedded first, then both tiers and the search candidates are read at once: from the user's
 in-process index when this process holds it (memory/index.py; then one primary-key read confirms that what
-the turn may inject is still active: `_injectable`, `_still_active`), else by one statement in PostgreSQL
+the turn injects is still active: `_still_active`), else by one statement in PostgreSQL
 (store/search.py: one statement after the embedding, rather than the tiers read on a second connection beside
 it, because one round trip and one transaction less per turn save more CPU than the overlap would save time).
 
@@ -65,6 +65,10 @@ class TurnMemories:
         """Every tier, always-on first, the teams' last, each memory once."""
         return _unique([*self.always_on, *self.query, *self.team])
 
+    def keeping(self, kept: Callable[[Memory], bool]) -> TurnMemories:
+        return replace(self, always_on=[m for m in self.always_on if kept(m)], query=[m for m in self.query if kept(m)],
+                       team=[m for m in self.team if kept(m)])
+
 
 @asynccontextmanager
 async def _phase(name: str, budget_s: float) -> AsyncIterator[None]:
@@ -99,10 +103,13 @@ async def retrieve_memories(*, pool: psycopg_pool.AsyncConnectionPool, embedder:
     if vector is None:
         async with _phase("embedder", settings.timeout_s):
             vector, words = await embed_query(embedder, query, settings.ranking.late_weight > 0)
-    found = await _search(pool, indexes, embedder, user_id, query, vector, settings, tiers=False, words=words,
-                          with_teams=with_teams)
-    mine = _ranked(found.personal, settings)
-    return [*mine, *_team_tier(found, mine, settings)] if with_teams else mine
+    def choose(found: search.Scoped) -> TurnMemories:
+        mine = _ranked(found.personal, settings)
+        return TurnMemories([], mine, team=_team_tier(found, mine, settings) if with_teams else [])
+
+    chosen = await _search(pool, indexes, embedder, user_id, query, vector, settings, choose, tiers=False,
+                           words=words, with_teams=with_teams)
+    return [*chosen.query, *chosen.team]
 
 
 async def memories_for_turn(*, pool: psycopg_pool.AsyncConnectionPool, embedder: Embedder, user_id: str,
@@ -124,18 +131,23 @@ async def memories_for_turn(*, pool: psycopg_pool.AsyncConnectionPool, embedder:
             except MemoryUnavailable as exc:  # no search possible: the most recent memories instead
                 FAIL_OPEN.labels(exc.reason).inc()
                 log.warning("retrieval_fallback_recent", reason=exc.reason, error=str(exc))
-                found = await _search(pool, indexes, embedder, user_id, query, None, settings, tiers=True,
-                                      started=started, with_teams=False)
-                return TurnMemories(found.personal.always_on, found.personal.recent[:RECENT_LIMIT], exc.reason)
-        found = await _search(pool, indexes, embedder, user_id, query, vector, settings, tiers=True, started=started,
-                              words=words, with_teams=vector is not None)
-        mine = found.personal
-        if vector is None:
-            return TurnMemories(mine.always_on, [])
-        ranked = _ranked(mine, settings)
-        if len(mine.recent) <= settings.inject_all_below:  # all of the user's own, then what search adds
-            ranked = _unique([*mine.recent, *ranked])
-        return TurnMemories(mine.always_on, ranked, team=_team_tier(found, [*mine.always_on, *ranked], settings))
+                reason = exc.reason
+                return await _search(pool, indexes, embedder, user_id, query, None, settings,
+                                     lambda found: TurnMemories(found.personal.always_on,
+                                                                found.personal.recent[:RECENT_LIMIT], reason),
+                                     tiers=True, started=started, with_teams=False)
+
+        def choose(found: search.Scoped) -> TurnMemories:
+            mine = found.personal
+            if vector is None:
+                return TurnMemories(mine.always_on, [])
+            ranked = _ranked(mine, settings)
+            if len(mine.recent) <= settings.inject_all_below:  # all of the user's own, then what search adds
+                ranked = _unique([*mine.recent, *ranked])
+            return TurnMemories(mine.always_on, ranked, team=_team_tier(found, [*mine.always_on, *ranked], settings))
+
+        return await _search(pool, indexes, embedder, user_id, query, vector, settings, choose, tiers=True,
+                             started=started, words=words, with_teams=vector is not None)
     finally:
         RETRIEVAL_LATENCY.observe(time.perf_counter() - started)
 
@@ -159,14 +171,15 @@ async def _embedded(embedder: Embedder, query: str, settings: RetrievalSettings,
 
 
 async def _search(pool: psycopg_pool.AsyncConnectionPool, indexes: Indexes | None, embedder: Embedder,
-                  user_id: str, query: str, vector: list[float] | None, settings: RetrievalSettings, *,
-                  tiers: bool, with_teams: bool, started: float | None = None,
-                  words: np.ndarray | None = None) -> search.Scoped:
-    """The user's scopes searched: their own, and with `with_teams` each team's they belong to; in the
-    in-process indexes when all of them are held (memory/index.py; with the late-interaction arm when the
-    query's `words` states came with its vector: memory/late.py), else in PostgreSQL. Which teams to search
-    is the memberships this process saw last (`Indexes.teams_of`); the search reads them again, and a team
-    the user joined since is searched in PostgreSQL at once (one more round trip, once per new membership)."""
+                  user_id: str, query: str, vector: list[float] | None, settings: RetrievalSettings,
+                  choose: Callable[[search.Scoped], TurnMemories], *, tiers: bool, with_teams: bool,
+                  started: float | None = None, words: np.ndarray | None = None) -> TurnMemories:
+    """What `choose` picks of the user's scopes searched: their own, and with `with_teams` each team's they
+    belong to; in the in-process indexes when all of them are held (memory/index.py; with the late-interaction
+    arm when the query's `words` states came with its vector: memory/late.py; then what is picked is confirmed,
+    `_still_active`), else in PostgreSQL. Which teams to search is the memberships this process saw last
+    (`Indexes.teams_of`); the search reads them again, and a team the user joined since is searched in
+    PostgreSQL at once (one more round trip, once per new membership)."""
     options: dict[str, Any] = {
         "limit": settings.top_k * CANDIDATES_PER_RESULT, "mode": settings.mode, "rrf_k": settings.ranking.rrf_k,
         "weights": (1.0, settings.ranking.text_weight), "tiers": tiers}
@@ -178,14 +191,13 @@ async def _search(pool: psycopg_pool.AsyncConnectionPool, indexes: Indexes | Non
         held = [indexes.get(user_id), *(indexes.get(teams.principal(t)) for t in searched)]
         if known is not None and all(index is not None for index in held):
             now, prepared = datetime.now(UTC), Query.of(vector, query)
-            searched_in = [index.search(prepared, now=now, word_states=words, late_weight=settings.ranking.late_weight,
-                                        **{**options, **({"limit": team_limit} if i else {})})
-                           for i, index in enumerate(held) if index is not None]
-            founds = [_injectable(found, settings, team=i > 0, tiers_only=vector is None)
-                      for i, found in enumerate(searched_in)]
-            found = await _still_active(pool, indexes, user_id, known if with_teams else None, founds, budget)
-            if found is not None:
-                return found
+            founds = [index.search(prepared, now=now, word_states=words, late_weight=settings.ranking.late_weight,
+                                   **{**options, **({"limit": team_limit} if i else {})})
+                      for i, index in enumerate(held) if index is not None]
+            scoped = search.Scoped(founds[0], {t.id: f for t, f in zip(known, founds[1:], strict=True)}, known)
+            chosen = await _still_active(pool, indexes, user_id, known if with_teams else None, choose(scoped), budget)
+            if chosen is not None:
+                return chosen
 
     def in_database(team_ids: list[str]) -> Awaitable[search.Scoped]:
         return _in_database(pool, budget, lambda conn: search.search_scopes(
@@ -197,57 +209,42 @@ async def _search(pool: psycopg_pool.AsyncConnectionPool, indexes: Indexes | Non
         found = await in_database([t.id for t in found.memberships])
     if indexes is not None and with_teams:
         indexes.saw_teams(user_id, found.memberships)
-    return found
-
-
-def _injectable(found: search.Found, settings: RetrievalSettings, *, team: bool, tiers_only: bool) -> search.Found:
-    """What of an index's found a turn may inject, so that only that is confirmed in PostgreSQL: the always-on
-    tier, the newest memories when the holder is small enough to be shown whole (or stand in for a search), and
-    the hits ranking keeps (a team: `Found.shown`'s). Ranking what is kept again picks the same memories in the
-    same order (its scores are each hit's own; MMR picks greedily), fewer only where one is gone."""
-    held = found.shown(settings.inject_all_below) if team else found
-    small = tiers_only or len(held.recent) <= settings.inject_all_below
-    keep = [*held.always_on, *(held.recent if small else []), *_ranked(held, settings)]
-    return held.keeping({m.id: m.content for m in keep})
+    return choose(found)
 
 
 async def _still_active(pool: psycopg_pool.AsyncConnectionPool, indexes: Indexes, user_id: str,
-                        known: tuple[teams.TeamRef, ...] | None, founds: list[search.Found],
-                        budget_s: float) -> search.Scoped | None:
-    """What the indexes found (the user's, then each of `known` teams') without what PostgreSQL no longer has
-    active with that text, nor what the user may no longer read; None when the user joined a team since
-    (the caller then searches in PostgreSQL). The indexes hear of a change by notification, which may reach
-    this process after a turn that begins once another replica (or this one) answered an erase, a delete
-    or a member's removal: the check makes "gone once answered" hold across processes (benchmarks/cluster),
-    for one primary-key read of what the turn may inject, with the memberships read beside it. `known`
-    None: the user's own memories only."""
-    holders = [user_id, *(teams.principal(t.id) for t in known or ())]
-    wanted = {(holder, memory_id) for holder, found in zip(holders, founds, strict=True) for memory_id in found.ids()}
+                        known: tuple[teams.TeamRef, ...] | None, chosen: TurnMemories,
+                        budget_s: float) -> TurnMemories | None:
+    """What was chosen of the indexes' finds (the user's, then each of `known` teams') without what PostgreSQL
+    no longer has active with that text, nor what the user may no longer read; None when the user joined a
+    team since (the caller then searches in PostgreSQL). The indexes hear of a change by notification, which
+    may reach this process after a turn that begins once another replica (or this one) answered an erase, a
+    delete or a member's removal: the check makes "gone once answered" hold across processes
+    (benchmarks/cluster), for one primary-key read of exactly what the turn injects, with the memberships read
+    beside it. A memory found gone is left out, not replaced by the next best. `known` None: the user's own
+    memories only."""
+    def holder(m: Memory) -> str:
+        return teams.principal(m.team) if m.team else user_id
+
+    wanted = {(holder(m), m.id) for m in chosen.all}
     if not wanted and known is None:
-        return search.Scoped(founds[0], {}, ())
-    current, memberships = await _in_database(pool, budget_s,
-                                              lambda conn: search.confirm(conn, user_id, wanted))
+        return chosen
+    current, memberships = await _in_database(pool, budget_s, lambda conn: search.confirm(conn, user_id, wanted))
     if known is not None:
         if not {t.id for t in memberships} <= {t.id for t in known}:
             return None
         indexes.saw_teams(user_id, memberships)
-    kept = []
-    for holder, found in zip(holders, founds, strict=True):
-        texts = {memory_id: text for (who, memory_id), text in current.items() if who == holder}
-        if any(texts.get(m.id) != m.content for m in found.memories()):
-            INDEX_STALE.inc()
-            indexes.changed(snapshot.user_key(holder))  # as the notification on its way will: read again
-            found = found.keeping(texts)
-        kept.append(found)
     now_in = {t.id for t in memberships}
-    return search.Scoped(kept[0], {t.id: f for t, f in zip(known or (), kept[1:], strict=True) if t.id in now_in},
-                         memberships)
+    gone = {holder(m) for m in chosen.all if current.get((holder(m), m.id)) != m.content}
+    for principal in gone:
+        INDEX_STALE.inc()
+        indexes.changed(snapshot.user_key(principal))  # as the notification on its way will: read again
+    return chosen.keeping(lambda m: current.get((holder(m), m.id)) == m.content and (not m.team or m.team in now_in))
 
 
-def _ranked(found: search.Found, settings: RetrievalSettings) -> list[Memory]:
-    return rank(found.hits, top_k=settings.top_k, min_score=settings.min_score, mode=settings.mode,
-                late_weight=found.late_weight,
-                now=datetime.now(UTC), settings=settings.ranking)
+def _ranked(found: search.Found, settings: RetrievalSettings, top_k: int | None = None) -> list[Memory]:
+    return rank(found.hits, top_k=settings.top_k if top_k is None else top_k, min_score=settings.min_score,
+                mode=settings.mode, late_weight=found.late_weight, now=datetime.now(UTC), settings=settings.ranking)
 
 
 def _team_tier(found: search.Scoped, personal: list[Memory], settings: RetrievalSettings) -> list[Memory]:
@@ -261,7 +258,8 @@ def _team_tier(found: search.Scoped, personal: list[Memory], settings: Retrieval
     shown = [(team, found.teams[team.id].shown(settings.inject_all_below)) for team in found.memberships
              if team.id in found.teams]
     pinned = [(team, m) for team, held in shown for m in held.always_on]
-    searched = sorted(((team, m) for team, held in shown for m in _ranked(held, settings)), key=lambda tm: -tm[1].score)
+    searched = sorted(((team, m) for team, held in shown for m in _ranked(held, settings, settings.team_top_k)),
+                      key=lambda tm: -tm[1].score)  # (a team's best few: the first of its longer ranking)
     small = [(team, m) for team, held in shown for m in held.recent]
     mine = {m.content.casefold() for m in personal}
     return _unique([replace(m, team=team.id, team_name=team.name)  # marked as the team's: only what is shown

@@ -68,6 +68,8 @@ class UserIndex:
     everyone: np.ndarray  # bool (n,), all True: `live` until then
     recent_order: np.ndarray  # indexes, newest link first
     always_order: np.ndarray  # indexes, pinned first, then newest statement first
+    always_first: list[int]  # the always-on tier while `everyone` is live: always_order's always-on, cut
+    vectors_held: int  # how many memories have a comparable vector
     postings: dict[str, tuple[np.ndarray, np.ndarray]]  # lexeme → (indexes, tf)
     dl: np.ndarray  # float64 (n,): distinct words of each memory
     avgdl: float  # their mean (1 for none)
@@ -106,15 +108,18 @@ class UserIndex:
         expires = np.array([r.expires_at.timestamp() if r.expires_at else _NEVER for r in rows], dtype=np.float64)
         dl = np.array([len(r.terms) for r in rows], dtype=np.float64)
         stated = np.array([r.stated_at.timestamp() for r in rows])
+        always_on = pinned | np.array([r.identity for r in rows], dtype=bool)
+        always_order = np.lexsort((np.arange(n), -stated, ~pinned)) if n else np.zeros(0, dtype=np.int64)
         linked = np.array([r.linked_at.timestamp() for r in rows])
         return cls(
             memories=[Memory(id=r.id, content=r.content, created_at=r.created_at, stated_at=r.stated_at,
                              memory_type=r.memory_type, pinned=r.pinned) for r in rows],
             vectors=vectors, codes=np.ascontiguousarray(_codes(vectors).T), has_vector=has_vector, pinned=pinned,
-            always_on=pinned | np.array([r.identity for r in rows], dtype=bool),
+            always_on=always_on,
             expires=expires, lasts_until=float(expires[~pinned].min(initial=_NEVER)), everyone=np.ones(n, dtype=bool),
             recent_order=np.lexsort((np.arange(n), -linked)) if n else np.zeros(0, dtype=np.int64),
-            always_order=np.lexsort((np.arange(n), -stated, ~pinned)) if n else np.zeros(0, dtype=np.int64),
+            always_order=always_order, always_first=always_order[always_on[always_order]][:ALWAYS_ON_LIMIT].tolist(),
+            vectors_held=int(has_vector.sum()),
             postings={w: (np.array(ix, dtype=np.int64), np.array(tf, dtype=np.float64))
                       for w, (ix, tf) in postings.items()},
             dl=dl, avgdl=(float(dl.mean()) if n else 0.0) or 1.0,
@@ -134,9 +139,13 @@ class UserIndex:
         live = self._live(now)
         found = Found()
         if tiers:
-            always = self.always_order[(self.always_on & live)[self.always_order]][:ALWAYS_ON_LIMIT]
+            if live is self.everyone:
+                always, recent = self.always_first, self.recent_order[:RECENT_READ].tolist()
+            else:
+                always = self.always_order[(self.always_on & live)[self.always_order]][:ALWAYS_ON_LIMIT].tolist()
+                recent = self.recent_order[live[self.recent_order]][:RECENT_READ].tolist()
             found.always_on.extend(self.memories[i] for i in always)
-            found.recent.extend(self.memories[i] for i in self.recent_order[live[self.recent_order]][:RECENT_READ])
+            found.recent.extend(self.memories[i] for i in recent)
         if not query.searching or not self.memories:
             return found
         # Each arm ranks its few candidates (a few hundred by sign bits, the memories holding a query word), never
@@ -145,22 +154,24 @@ class UserIndex:
         unit = query.unit if query.unit is not None and len(query.unit) == self.vectors.shape[1] else None
         arms: list[tuple[np.ndarray, np.ndarray]] = []  # (memory indexes, their fusion contributions)
         if mode != "text" and unit is not None:
-            near = self._nearest(query.code, self.has_vector)
-            near = near[live[near]]
+            near = self._nearest(query.code)
+            near = near if live is self.everyone else near[live[near]]
             cosine = self.vectors[near] @ unit
             ranked = np.lexsort((near, -cosine))[:n]  # ties by position, as `_best`
             arms.append((near[ranked], scoring.rrf(weights[0], np.arange(1, len(ranked) + 1), rrf_k)))
         words = query.words if mode != "vector" else []
         held, bm25, matched = self._bm25(words)
+        if live is not self.everyone:
+            bm25 = np.where(live[held], bm25, -np.inf)
         if len(held):
-            held = held[live[held]]
-            best = held[_best(bm25[held], n)]
+            best = held[_best(bm25, n)]
             arms.append((best, scoring.rrf(weights[1], np.arange(1, len(best) + 1), rrf_k)))
         candidates = np.unique(np.concatenate([ix for ix, _ in arms])) if arms else np.zeros(0, dtype=np.int64)
         fused = np.zeros(len(candidates))
         for ix, contribution in arms:
             fused[np.searchsorted(candidates, ix)] += contribution
-        chosen = _best(np.where(fused > 0, fused, -np.inf), limit)
+        chosen = np.argsort(-fused, kind="stable")[:limit]  # ties by position: candidates are ascending
+        chosen = chosen[fused[chosen] > 0]
         top, fused = candidates[chosen], fused[chosen]
         picked, has_vector = self.vectors[top], self.has_vector[top]
         # exact cosines of the chosen, text hits too (as the SQL's top); -1 without a comparable vector
@@ -170,11 +181,14 @@ class UserIndex:
             late_scores = late.maxsim(word_states, [self.tokens[i] for i in top])
             fused = fused + _rrf(late_scores, len(top), late_weight, rrf_k)
             found = replace(found, late_weight=late_weight)
-        similar = np.where(has_vector[:, None] & has_vector[None, :], picked @ picked.T, 0.0).tolist()
+        similar = picked @ picked.T  # rows without a vector are zeros: 0 with every other
+        if not has_vector.all():
+            similar = np.where(has_vector[:, None] & has_vector[None, :], similar, 0.0)
+        similar = similar.tolist()
         found.hits.extend(  # columns as Python lists first: a numpy scalar per field cost more than the search
             SearchHit(memory=self.memories[i], fused=f, cosine=c, matched_terms=m, query_terms=len(query.words),
                       access_count=a, last_accessed_at=self.last_accessed[i], similar=tuple(s))
-            for i, f, c, m, a, s in zip(top.tolist(), fused.tolist(), cosine.tolist(), matched[top].tolist(),
+            for i, f, c, m, a, s in zip(top.tolist(), fused.tolist(), cosine.tolist(), _at(held, matched, top).tolist(),
                                         self.access_count[top].tolist(), similar, strict=True))
         return found
 
@@ -184,19 +198,19 @@ class UserIndex:
             return self.everyone
         return self.pinned | (self.expires > now.timestamp())
 
-    def _nearest(self, code: np.ndarray, comparable: np.ndarray) -> np.ndarray:
-        """The comparable memories whose vectors the vector arm ranks: all of them, or for more than
+    def _nearest(self, code: np.ndarray) -> np.ndarray:
+        """The memories with a comparable vector that the vector arm ranks: all of them, or for more than
         SEARCH_CANDIDATES the nearest by Hamming distance of their sign bits (`code`: the query's), as the SQL
-        picks whom to re-rank (~0.2 ms at 10,000 memories where exact cosines over all cost ~2 ms)."""
-        if int(comparable.sum()) <= SEARCH_CANDIDATES:
-            return np.flatnonzero(comparable)
-        distance = np.zeros(self.codes.shape[1], dtype=np.uint16)
-        for word, bits in zip(code, self.codes, strict=True):  # a word of all memories at a time: 2x a row-wise sum
-            distance += np.bitwise_count(bits ^ word)
-        distance[~comparable] = np.iinfo(np.uint16).max
+        picks whom to re-rank (~0.1 ms at 10,000 memories where exact cosines over all cost ~2 ms)."""
+        if self.vectors_held <= SEARCH_CANDIDATES:
+            return np.flatnonzero(self.has_vector)
+        # (words, n) at once: the bits of each memory's words are summed down the columns
+        distance = np.bitwise_count(self.codes ^ code[:, None]).sum(axis=0, dtype=np.uint16)
+        if self.vectors_held < len(self.memories):
+            distance[~self.has_vector] = np.iinfo(np.uint16).max
         # the SEARCH_CANDIDATES smallest distances, by a count of each distance (at most `bits` + 1 values):
         # ~4x faster than a partition, and ties at the last distance go to the first memories
-        counts = np.cumsum(np.bincount(distance[comparable], minlength=1))
+        counts = np.cumsum(np.bincount(distance, minlength=1))
         last = int(np.searchsorted(counts, SEARCH_CANDIDATES))  # the distance the last candidate has
         closer = np.flatnonzero(distance < last)
         return np.concatenate([closer, np.flatnonzero(distance == last)[:SEARCH_CANDIDATES - len(closer)]])
@@ -210,20 +224,17 @@ class UserIndex:
                 self.last_accessed[i] = at
 
     def _bm25(self, words: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The memories holding any of the query's words (indexes, ascending), and for every memory its BM25
-        for them and how many of them it holds."""
-        total, matched = np.zeros(len(self.memories)), np.zeros(len(self.memories), dtype=np.int64)
+        """The memories holding any of the query's words (indexes, ascending), and for each of them its BM25
+        for those words and how many of them it holds (summed in the words' order, as the SQL does)."""
         n = len(self.memories)
-        held = []
-        for word in words:
-            posted = self.postings.get(word)
-            if posted is None or len(posted[0]) > scoring.most_holders(n):
-                continue
-            ix, tf = posted
-            total[ix] += scoring.bm25(scoring.idf(n, len(ix)), tf, self.dl[ix], self.avgdl)
-            matched[ix] += 1
-            held.append(ix)
-        return np.unique(np.concatenate(held)) if held else np.zeros(0, dtype=np.int64), total, matched
+        posted = [p for p in map(self.postings.get, words) if p is not None and len(p[0]) <= scoring.most_holders(n)]
+        if not posted:
+            return np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0, dtype=np.int64)
+        ix = np.concatenate([p[0] for p in posted])
+        idf = np.concatenate([np.full(len(p[0]), scoring.idf(n, len(p[0]))) for p in posted])
+        held, at = np.unique(ix, return_inverse=True)
+        score = scoring.bm25(idf, np.concatenate([p[1] for p in posted]), self.dl[ix], self.avgdl)
+        return held, np.bincount(at, weights=score, minlength=len(held)), np.bincount(at, minlength=len(held))
 
 
 def _word_states(rows: Sequence[snapshot.LinkRow], tokenize: Callable[[list[str]], list[Tokens]],
@@ -263,6 +274,12 @@ def _codes(vectors: np.ndarray) -> np.ndarray:
     padded = np.zeros((len(bits), -(-bits.shape[1] // 8) * 8), dtype=np.uint8)
     padded[:, :bits.shape[1]] = bits
     return padded.view(np.uint64)
+
+
+def _at(held: np.ndarray, values: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """`values` (one per `held` index, ascending) at the `wanted` indexes, 0 for those not held."""
+    at = np.minimum(np.searchsorted(held, wanted), max(len(held) - 1, 0))
+    return np.where(held[at] == wanted, values[at], 0) if len(held) else np.zeros(len(wanted), dtype=values.dtype)
 
 
 def _best(scores: np.ndarray, n: int) -> np.ndarray:

@@ -20,8 +20,8 @@ index (memory/index.py) ranks with too.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -154,22 +154,6 @@ class Found:
     recent: list[Memory] = field(default_factory=list)  # the newest active memories (at most RECENT_READ)
     hits: list[SearchHit] = field(default_factory=list)  # search candidates, best fused rank first
     late_weight: float = 0.0  # the late-interaction arm's weight in `fused`, when it ran (memory/late.py)
-
-    def memories(self) -> list[Memory]:
-        return [*self.always_on, *self.recent, *(h.memory for h in self.hits)]
-
-    def ids(self) -> set[str]:
-        return {m.id for m in self.memories()}
-
-    def keeping(self, current: Mapping[str, str]) -> Found:
-        """Only the memories whose id maps to their own text in `current` (active_texts), each hit's
-        similarities kept for the hits that stay."""
-        keep = [i for i, h in enumerate(self.hits) if current.get(h.memory.id) == h.memory.content]
-        hits = [replace(self.hits[i], similar=tuple(self.hits[i].similar[j] for j in keep))
-                if len(self.hits[i].similar) == len(self.hits) else self.hits[i] for i in keep]
-        return Found([m for m in self.always_on if current.get(m.id) == m.content],
-                     [m for m in self.recent if current.get(m.id) == m.content], hits, self.late_weight)
-
 
     def shown(self, inject_all_below: int) -> Found:
         """What of a team's found a turn may show: its pinned memories, its hits, and its newest memories only
