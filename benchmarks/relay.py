@@ -138,7 +138,7 @@ def memory_proxy_user_target(fake: Server, user_id: str,
 
 
 BENCH_USER = "bench-user"
-RELEVANT = 5  # memories close to BODY's question (cosine ≈ 0.87 with the fake's bag-of-words vectors)
+RELEVANT = 5  # memories close to BODY's question (cosine ≈ 0.82 with the fake's vectors)
 
 
 def seed_memories(server: Server, user_id: str = BENCH_USER, count: int = 1000) -> None:
