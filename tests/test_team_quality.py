@@ -18,9 +18,11 @@ from benchmarks.team_quality.score import judge
 EXAMPLE = SPLITS["dev"] / "example.toml"
 
 
-def test_every_scenario_of_both_splits_loads_and_its_ideal_answers_meet_its_expectations() -> None:
+def test_every_scenario_of_every_split_loads_and_its_ideal_answers_meet_its_expectations() -> None:
     scenarios = load_scenarios(split_files("all"))
     assert scenarios and all(judge(s, simulate(s)).passed for s in scenarios)
+    assert {s.split for s in scenarios} == {"dev", "test", "holdout"}
+    assert {s.split for s in load_scenarios(split_files("holdout"))} == {"holdout"}
 
 
 def test_a_personal_fact_in_a_team_is_counted_as_wrongly_shared() -> None:

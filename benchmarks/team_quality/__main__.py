@@ -33,9 +33,10 @@ def _parser() -> argparse.ArgumentParser:
                              "OpenAI-compatible base URL up to /v1 (default: oracle)")
     parser.add_argument("--model", default="local", help="model name sent to the LLM server")
     parser.add_argument("--mode", default="json", help="MEMORY_LLM_MODE for memory-proxy (default: json)")
-    parser.add_argument("--split", choices=["dev", "test", "all"], default="dev",
-                        help="the scenarios: dev (training data), test (frozen: counts only) or all (default: dev)")
-    parser.add_argument("--only", help="comma-separated dev scenario ids (not for the test split)")
+    parser.add_argument("--split", choices=["dev", "test", "holdout", "all"], default="dev",
+                        help="the scenarios: dev (training data), test or holdout (frozen: counts only) or all "
+                             "(default: dev)")
+    parser.add_argument("--only", help="comma-separated dev scenario ids (not for the frozen splits)")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", type=_setting,
                         help="a memory-proxy setting for this run, e.g. TEAM_FACTS=review (repeatable; "
                              "TEAM_FACTS=auto unless set)")
@@ -74,8 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.only:
         wanted = set(args.only.split(","))
         scenarios = [s for s in scenarios if s.id in wanted]
-        if any(s.split == "test" for s in scenarios):
-            sys.exit("--only: the test split is not run case by case")
+        if any(s.split != "dev" for s in scenarios):
+            sys.exit("--only: the frozen splits are not run case by case")
         if not scenarios:
             sys.exit(f"--only: no dev scenario {args.only}")
     from .proxy_runner import run_scenarios  # imports the proxy: not needed for --help

@@ -6,9 +6,10 @@ scope: `personal` (the speaker's own) or the name of one of the speaker's teams.
 ideal answers without any proxy, so that a writer can check them against the scenario's expectations
 (`check_ideals`), and so that the oracle's ceiling is known before anything is built.
 
-Two splits: **dev** (dev/*.toml: training data, read freely) and **test** (test/*.toml: written before the
+Three splits: **dev** (dev/*.toml: training data, read freely), **test** (test/*.toml: written before the
 scope decision was built, by writers who never read the proxy's code; frozen; a run on it prints counts,
-never the failing cases).
+never the failing cases) and **holdout** (holdout/*.toml: written the same way after the test split's figures
+had been used to choose fixes; frozen, counts only).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 from ..formation_quality.scenarios import dated
 
 HERE = Path(__file__).parent
-SPLITS = {"dev": HERE / "dev", "test": HERE / "test"}
+SPLITS = {"dev": HERE / "dev", "test": HERE / "test", "holdout": HERE / "holdout"}  # all but dev: counts only
 PERSONAL = "personal"
 
 
@@ -143,16 +144,15 @@ def _scenario(raw: dict[str, Any], split: str) -> Scenario:
 
 
 def split_files(split: str) -> list[Path]:
-    """The scenario files of a split ("dev", "test" or "all")."""
+    """The scenario files of a split ("dev", "test", "holdout" or "all")."""
     dirs = [d for name, d in SPLITS.items() if split in (name, "all")]
     return [f for d in dirs for f in sorted(d.glob("*.toml"))]
 
 
 def load_scenarios(paths: list[Path]) -> list[Scenario]:
     found = []
-    test_dir = SPLITS["test"].resolve()
     for path in paths:
-        split = "test" if test_dir in path.resolve().parents else "dev"
+        split = next((name for name, d in SPLITS.items() if d.resolve() in path.resolve().parents), "dev")
         found += [_scenario(raw, split) for raw in tomllib.loads(path.read_text(encoding="utf-8"))["scenario"]]
     ids = [s.id for s in found]
     if len(ids) != len(set(ids)):
