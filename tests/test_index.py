@@ -238,6 +238,22 @@ def test_many_memories_rank_the_nearest_by_sign_bits_as_the_sql_does() -> None:
     assert sorted(exact) == list(range(10))
 
 
+def test_memories_of_another_model_are_never_sign_bit_candidates() -> None:
+    """A user part re-embedded: the vector arm ranks only vectors of the query's model, nearest first."""
+    now = datetime.now(UTC)
+    rng = np.random.default_rng(8)
+    query = rng.standard_normal(1024).astype(np.float32)
+    vectors = rng.standard_normal((600, 1024)).astype(np.float32)
+    vectors[:20] = query  # the nearest of all, but of the old model
+    rows = [snapshot.LinkRow(id=f"m{i:04}", content=f"fact {i}", created_at=now, stated_at=now, memory_type="fact",
+                             pinned=False, identity=False, linked_at=now, expires_at=None, access_count=0,
+                             last_accessed_at=None, embedding_model="old" if i < 300 else MODEL,
+                             embedding=vectors[i], terms={}, version="1") for i in range(600)]
+    held = UserIndex.of(rows, MODEL)
+    near = held._nearest(Query.of(query, "").code)
+    assert len(near) == search.SEARCH_CANDIDATES and min(near.tolist()) >= 300
+
+
 @pytest.mark.parametrize("n", [1, 5, 50])
 def test_the_best_scores_come_first_ties_by_position_whichever_way_they_are_found(n: int) -> None:
     rng = np.random.default_rng(n)

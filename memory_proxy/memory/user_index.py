@@ -181,10 +181,7 @@ class UserIndex:
             late_scores = late.maxsim(word_states, [self.tokens[i] for i in top])
             fused = fused + _rrf(late_scores, len(top), late_weight, rrf_k)
             found = replace(found, late_weight=late_weight)
-        similar = picked @ picked.T  # rows without a vector are zeros: 0 with every other
-        if not has_vector.all():
-            similar = np.where(has_vector[:, None] & has_vector[None, :], similar, 0.0)
-        similar = similar.tolist()
+        similar = (picked @ picked.T).tolist()  # a row without a comparable vector is zeros: 0 with every other
         found.hits.extend(  # columns as Python lists first: a numpy scalar per field cost more than the search
             SearchHit(memory=self.memories[i], fused=f, cosine=c, matched_terms=m, query_terms=len(query.words),
                       access_count=a, last_accessed_at=self.last_accessed[i], similar=tuple(s))
@@ -206,11 +203,13 @@ class UserIndex:
             return np.flatnonzero(self.has_vector)
         # (words, n) at once: the bits of each memory's words are summed down the columns
         distance = np.bitwise_count(self.codes ^ code[:, None]).sum(axis=0, dtype=np.uint16)
+        counted = distance
         if self.vectors_held < len(self.memories):
             distance[~self.has_vector] = np.iinfo(np.uint16).max
+            counted = distance[self.has_vector]
         # the SEARCH_CANDIDATES smallest distances, by a count of each distance (at most `bits` + 1 values):
         # ~4x faster than a partition, and ties at the last distance go to the first memories
-        counts = np.cumsum(np.bincount(distance, minlength=1))
+        counts = np.cumsum(np.bincount(counted, minlength=1))
         last = int(np.searchsorted(counts, SEARCH_CANDIDATES))  # the distance the last candidate has
         closer = np.flatnonzero(distance < last)
         return np.concatenate([closer, np.flatnonzero(distance == last)[:SEARCH_CANDIDATES - len(closer)]])
