@@ -163,6 +163,8 @@ class Worker:
             acting = acting_member.set(job.user_id)  # the author of what it adds, the actor of what it changes (0014)
             try:
                 async with self.pool.connection() as conn, user_scope(conn, job.user_id):
+                    if not await jobs.hold(conn, job_id=job.id, worker_id=self.worker_id):
+                        raise LeaseLost(f"job {job.id} was taken over by another worker, or erased")
                     decisions = await apply_resolutions(conn, job, formation.resolutions, self.embedder.model,
                                                         self.settings.max_memories)
                     if not await jobs.complete(conn, job_id=job.id, worker_id=self.worker_id):

@@ -6,10 +6,13 @@ import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
+import psycopg
+
 from memory_proxy.job_payload import FormationPayload
-from memory_proxy.store import jobs
+from memory_proxy.store import jobs, manage
 from memory_proxy.store.database import make_pool
-from tests.conftest import USER_A, USER_B
+from memory_proxy.store.scope import user_scope
+from tests.conftest import USER_A, USER_B, add_memory
 
 FLOOD = "flooding-user"
 
@@ -71,3 +74,40 @@ async def test_a_user_with_a_backlog_yields_the_freed_slot_to_a_newer_user(db: A
         assert await jobs.complete(db, job_id=job.id, worker_id="w1")
         order.append(job.user_id)
     assert order[:3] == [FLOOD, USER_A, USER_B] and order[3] == FLOOD
+
+
+async def waits_for_a_lock(admin: psycopg.AsyncConnection[Any], pid: int) -> bool:
+    """Whether backend `pid` waits for a lock (`admin`: an autocommit superuser connection, which sees every
+    session's activity, afresh at each statement)."""
+    row = await (await admin.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", [pid])).fetchone()
+    return row is not None and row[0] == "Lock"
+
+
+async def test_an_erasure_beside_a_jobs_write_waits_for_it_and_erases_what_it_wrote(database_url: str, db: Any) -> None:
+    """A formation job writes a memory while the user is erased through another connection. Both lock the job's
+    row first (`jobs.hold`; erasure deletes the jobs first): the erasure waits, then erases the new memory too.
+    Locked the other way round (memory, then job), PostgreSQL found a deadlock and aborted one of the two
+    (benchmarks.cluster: an erase answered 503)."""
+    await queue(db, USER_A, 1)
+    [job] = await jobs.claim(db, worker_id="w1", limit=1, lease_s=60)
+    async with (make_pool(database_url, 2) as pool, pool.connection() as worker, pool.connection() as eraser,
+                await psycopg.AsyncConnection.connect(database_url, autocommit=True) as admin):
+        async with user_scope(worker, USER_A):
+            assert await jobs.hold(worker, job_id=job.id, worker_id="w1")
+            await add_memory(worker, USER_A, "User drinks green tea.")
+            erasing = asyncio.create_task(manage.erase_user(eraser, USER_A))
+            async with asyncio.timeout(10):  # until the erasure waits for a lock the write holds
+                while not await waits_for_a_lock(admin, eraser.info.backend_pid):
+                    await asyncio.sleep(0.01)
+            assert await jobs.complete(worker, job_id=job.id, worker_id="w1")
+        erased = await erasing
+    assert (erased["memories"], erased["jobs"]) == (1, 1)
+    assert await (await db.execute("SELECT count(*) FROM users_vectors WHERE user_id = %s", [USER_A])).fetchone() == (0,)
+
+
+async def test_a_job_erased_before_its_write_writes_nothing(db: Any) -> None:
+    await queue(db, USER_A, 1)
+    [job] = await jobs.claim(db, worker_id="w1", limit=1, lease_s=60)
+    await manage.erase_user(db, USER_A)
+    async with user_scope(db, USER_A):
+        assert not await jobs.hold(db, job_id=job.id, worker_id="w1")

@@ -113,6 +113,16 @@ async def extend_lease(conn: AsyncConnection[Any], *, job_ids: list[int], worker
             " WHERE id = ANY(%s) AND status = 'running' AND locked_by = %s", [lease_s, job_ids, worker_id])
 
 
+async def hold(conn: AsyncConnection[Any], *, job_id: int, worker_id: str) -> bool:
+    """Lock the job's row inside the caller's transaction, before it writes anything; False if this worker no
+    longer holds the job. Formation's write and an erasure (store/manage.py, which deletes the user's jobs
+    first) then lock in one order, job row first: the erasure waits for the write and erases what it wrote, or
+    the write finds its job erased, where the other order (memories, then the job) deadlocked with it."""
+    cur = await conn.execute("SELECT 1 FROM memory_jobs WHERE id = %s AND status = 'running' AND locked_by = %s"
+                             " FOR UPDATE", [job_id, worker_id])
+    return await cur.fetchone() is not None
+
+
 async def complete(conn: AsyncConnection[Any], *, job_id: int, worker_id: str) -> bool:
     """Mark done inside the caller's transaction (scoped to the job's user); False if this worker no longer
     holds the job. The chat text in the payload is dropped: only the memories formed from it are kept."""
@@ -126,9 +136,12 @@ async def complete(conn: AsyncConnection[Any], *, job_id: int, worker_id: str) -
     # Round robin: the user's next job queues behind every job waiting now. Claims take the heads with the
     # oldest run_after, so without this a user with a backlog would win every slot it frees against a newer
     # user's job whenever as many users with backlogs as slots hold them all (benchmarks.flood measures it).
+    # Skipped when another transaction holds that row: an erasure deleting the user's jobs holds it while it
+    # waits for this one (`hold`), and waiting for it here was a deadlock.
     await conn.execute(
         "UPDATE memory_jobs SET run_after = greatest(run_after, clock_timestamp())"
-        " WHERE id = (SELECT min(id) FROM memory_jobs WHERE user_id = %s AND status = 'queued')", [row[0]])
+        " WHERE id = (SELECT id FROM memory_jobs WHERE id = (SELECT min(id) FROM memory_jobs"
+        " WHERE user_id = %s AND status = 'queued') FOR UPDATE SKIP LOCKED)", [row[0]])
     return True
 
 
