@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# System packages CI needs beyond Python: `prometheus` (tests/test_dashboard.py runs every Grafana panel's
-# query against a real Prometheus), Debian's `chromium` with its driver (tests/test_browser.py drives
-# the memory browser page), `pgbouncer` (tests/test_database.py: the pool behind PgBouncer 1.18 in
-# transaction mode; tests/test_cluster.py) and `nginx` (the load balancer of `python -m benchmarks.cluster`).
+# System packages CI needs beyond Python: `prometheus` (tests/system/test_dashboard.py runs every Grafana panel's
+# query against a real Prometheus), Debian's `chromium` with its driver (tests/api/test_browser.py drives
+# the memory browser page), `pgbouncer` (tests/store/test_database.py: the pool behind PgBouncer 1.18 in
+# transaction mode; tests/benchmarks/test_cluster.py) and `nginx` (the load balancer of `python -m benchmarks.cluster`).
 # Debian/Ubuntu, as root (or with sudo). Idempotent and fast when
 # everything is already there: apt is only touched for what is missing.
 set -euo pipefail

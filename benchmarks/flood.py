@@ -11,7 +11,7 @@ Setup. `memory-proxy serve` (WORKER_IN_PROCESS=true, the README's default: the f
 the serving process, WORKER_CONCURRENCY 4 unless `--concurrency`) on a fresh data dir, so it starts its
 own embedded PostgreSQL (pgserver) as its child; proxy, PostgreSQL and the fake upstream are pinned to
 core 1, this load generator to core 0 (benchmarks.servers). Upstream, embedder and memory LLM are the fake of
-memory_proxy.testing.upstream (streamed replies without delay between chunks; JSON mode memory LLM). Every
+memory_proxy.testing.fake_upstream (streamed replies without delay between chunks; JSON mode memory LLM). Every
 memory-LLM *extraction* call is answered after `--job-ms` (the fake's `--llm-delay-ms`), so that the
 model time of a job is fixed and known; the rest of a job (embedding, neighbour search, the fake's
 instant but unreadable `relate` answer and instructor's re-ask, the write transaction) is whatever it
@@ -35,7 +35,7 @@ Measured per victim job, all from the database and the worker's log on one clock
 - done: the worker's `memory_decision` log line (after the job's commit);
 - F's backlog at that moment: F's jobs created before it and finished after it.
 The bound is the median duration of F's jobs (the job a victim could be stuck behind) plus the worker's
-poll interval, `memory_proxy.worker.POLL_S` (a constant, not a setting; NOTIFY normally wakes the worker first).
+poll interval, `memory_proxy.formation.worker.POLL_S` (a constant, not a setting; NOTIFY normally wakes the worker first).
 At the end every F job must be `done` exactly once: as many rows as accepted turns, all `done`, attempts
 1, one `memory_decision` line each, and one active memory each (F's facts are all distinct).
 
@@ -71,7 +71,7 @@ import httpx
 import psycopg
 
 from memory_proxy.testing.asgi import free_port
-from memory_proxy.testing.upstream import start_fake
+from memory_proxy.testing.fake_upstream import start_fake
 
 from . import servers
 
@@ -348,7 +348,7 @@ def report(args: argparse.Namespace, run: dict[str, Any], db: dict[str, Any], po
     who = "one user" if args.flooders == 1 else f"{args.flooders} users (F, round-robin)"
     print(f"\n## Flood: {args.turns} turns of {who} vs one turn each of {len(victims)} other users\n")
     print(f"settings: extraction call {args.job_ms:.0f} ms (fake memory LLM), worker in `serve`, "
-          f"WORKER_CONCURRENCY {args.concurrency}, poll {poll_s:.1f} s (memory_proxy.worker.POLL_S; "
+          f"WORKER_CONCURRENCY {args.concurrency}, poll {poll_s:.1f} s (memory_proxy.formation.worker.POLL_S; "
           f"NOTIFY wakes first), JOB_LEASE_SECONDS {LEASE_S:.0f}, {args.clients} flood clients, "
           f"servers on core {servers.SERVER_CORE}\n")
     print("| victim | sent | F turns accepted | F backlog at enqueue | enqueue → claim | claim → done "
@@ -420,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.quick:
         args.turns, args.victims, args.late_victims, args.late_gap = 200, 2, 1, 5.0
-    from memory_proxy.worker import POLL_S
+    from memory_proxy.formation.worker import POLL_S
 
     if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1:
         os.sched_setaffinity(0, {0})  # the load generator on core 0, the servers on core 1

@@ -2,7 +2,7 @@
 
     python -m benchmarks.formation [--jobs 1000] [--seconds 60] [--concurrency 8]
 
-Against an instant fake memory LLM and embedder (memory_proxy.testing.upstream, JSON mode: one fact per message,
+Against an instant fake memory LLM and embedder (memory_proxy.testing.fake_upstream, JSON mode: one fact per message,
 in the user's words, so it is kept and resolved against the user's neighbours):
 
 1. Throughput: `--jobs` jobs (20 users, distinct messages; one LLM call each) are written to the queue, then one `memory-proxy worker` (pinned to core 1)

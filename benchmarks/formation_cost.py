@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from memory_proxy.testing.memory_llm import FakeMemoryLLM
-from memory_proxy.testing.prompts import call_purpose
+from memory_proxy.testing.fake_memory_llm import FakeMemoryLLM
+from memory_proxy.testing.prompt_reader import call_purpose
 from memory_proxy.tokens import count_tokens
 
 from .formation_quality import proxy_runner

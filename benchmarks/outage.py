@@ -4,7 +4,7 @@
 
 memory-proxy runs as `serve` against its own PostgreSQL (a pgserver instance of this run, given as
 DATABASE_URL, so that the proxy does not restart it) with the fake upstream and embedder of
-memory_proxy.testing.upstream. Phases, each of `--turns` sequential streamed turns of one user:
+memory_proxy.testing.fake_upstream. Phases, each of `--turns` sequential streamed turns of one user:
 
 1. database up: the time to the end of each turn (the baseline);
 2. the database stopped (its owner stops it): the same, turn by turn — the first turns pay the

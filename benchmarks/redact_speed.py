@@ -2,7 +2,7 @@
 
 - Typical: LoCoMo dialogue (benchmarks/locomo/locomo10.json) cut into 2 KB texts; ms per text for `redact()`
   whole, for our own detectors and Kingfisher (`found=[]`: no Betterleaks call) and for the Betterleaks call
-  alone (memory_proxy/leaks.py). Aim: ≤ 1 ms a 2 KB turn.
+  alone (memory_proxy/redact/betterleaks.py). Aim: ≤ 1 ms a 2 KB turn.
 - Worst: 16,000 characters (a job's largest text) of one repeated pattern each, the trigger words and runs that
   cost the detectors most (every script's password words, digits, long tokens, prefixes, placeholders); ms for
   `redact(found=[])`, the best of 3, and the same for 4,000 characters: linear detectors take ~4× as long for
@@ -18,8 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from memory_proxy import leaks
-from memory_proxy.redact import redact, warm
+from memory_proxy.redact import betterleaks, redact, warm
 
 LOCOMO = Path(__file__).parent / "locomo" / "locomo10.json"
 WORST = ["kod ", "密码 ", "pw ", "pin ", "code: ", "password ", "password is abc def ghi ", "hasło to ", "пароль ",
@@ -63,7 +62,7 @@ def main() -> None:
     print(f"typical: {len(texts)} texts of 2 KB of LoCoMo dialogue, ms per text")
     print("| call | mean | p50 | p99 |\n|---|---|---|---|")
     for name, call in (("redact()", redact), ("redact(found=[]): ours + Kingfisher", lambda t: redact(t, found=[])),
-                       ("Betterleaks (leaks.leaked)", leaks.leaked)):
+                       ("Betterleaks (betterleaks.leaked)", betterleaks.leaked)):
         times = sorted(_ms(call, texts))
         print(f"| {name} | {statistics.mean(times):.3f} | {times[len(times) // 2]:.3f} "
               f"| {times[int(len(times) * 0.99)]:.3f} |")

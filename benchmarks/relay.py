@@ -2,7 +2,7 @@
 
     python -m benchmarks.relay [--quick] [--repeat N] [--no-litellm]
 
-One fake upstream (6 chunks, 20 ms apart; ``memory_proxy.testing.upstream``) serves every case:
+One fake upstream (6 chunks, 20 ms apart; ``memory_proxy.testing.fake_upstream``) serves every case:
 
 - (a) direct: the load generator talks to the fake itself (the floor);
 - (b) memory-proxy, anonymous (no user header: no memory work, a pure relay);
@@ -148,7 +148,7 @@ def seed_memories(server: Server, user_id: str = BENCH_USER, count: int = 1000) 
 
     from memory_proxy.store.database import make_pool
     from memory_proxy.store.memories import add_or_find_memory
-    from memory_proxy.testing.upstream import embed
+    from memory_proxy.testing.fake_upstream import embed
 
     question = BODY["messages"][-1]["content"]
     texts = [f"{question} It was Rust, note {i}." for i in range(RELEVANT)]

@@ -42,7 +42,7 @@ d  ``HNSW iterative`` — ``CREATE INDEX ... ON vectors USING hnsw ((embedding::
    at sizes up to 200k, and above only if its build time extrapolated (n log n) from a smaller size
    measured in the same run is under ``--hnsw-max-minutes`` (30).
 f  ``in-process index`` — not SQL: each measured user's memories read once from the same table
-   (``memory_proxy.store.snapshot.read_user``) into ``memory_proxy.memory.index.UserIndex`` and searched as a chat
+   (``memory_proxy.store.snapshot.read_user``) into ``memory_proxy.retrieval.indexes.UserIndex`` and searched as a chat
    turn searches it after its first turn (tiers, both arms, similarities; the same queries and words as
    plan a); also the cost of a read and a build, and the memory held.
 
@@ -522,11 +522,11 @@ def markdown(rows: list[Row]) -> list[str]:
 # -------------------------------------------------------------------------------------------- main
 
 def measure_index(uri: str, ds: Dataset, queries: int, warmup: int, seed: int) -> tuple[list[Row], list[str]]:
-    """Plan f: the in-process index (memory_proxy/memory/index.py) of each measured user, read once from this
+    """Plan f: the in-process index (memory_proxy/retrieval/indexes.py) of each measured user, read once from this
     table, then searched as a chat turn searches it (tiers, both arms, similarities): no database work.
     Also the cost of a load (read + build), which a user pays again after each change to their memories."""
-    from memory_proxy.memory.index import UserIndex
-    from memory_proxy.memory.user_index import Query
+    from memory_proxy.retrieval.indexes import UserIndex
+    from memory_proxy.retrieval.user_index import Query
     from memory_proxy.store.database import make_pool
     from memory_proxy.store.snapshot import read_user
 
@@ -570,7 +570,7 @@ def measure_index(uri: str, ds: Dataset, queries: int, warmup: int, seed: int) -
                 tr = truth(ids, vecs, q, min_score)
                 n_truth += len(tr)
                 hits += len(tr & set(got))
-            rows.append(Row(ds.n, size, "f in-process index (memory/index.py), from a list of floats", min_score,
+            rows.append(Row(ds.n, size, "f in-process index (retrieval/indexes.py), from a list of floats", min_score,
                             statistics.median(lat), pct(lat, 95), pct(lat, 99),
                             hits / n_truth if n_truth else None, "0 (no database)", "—", got_n / len(lat), len(lat)))
             log(f"  N={ds.n:,} user={size:>6,} in-process index min={min_score:>4} p50 {rows[-1].p50:7.2f}"

@@ -8,7 +8,7 @@ for each of its rules. Look-alikes that must stay, by source:
   (benchmarks/lookalike_corpus/, when built).
 Detectors, side by side on the same lines:
 - `proxy`: what the proxy runs before anything is stored or sent to the memory LLM (memory_proxy/redact/);
-- `proxy-own-rules`: the same without Betterleaks (memory_proxy/leaks.py): our patterns and Kingfisher's catalog;
+- `proxy-own-rules`: the same without Betterleaks (memory_proxy/redact/betterleaks.py): our patterns and Kingfisher's catalog;
 - `betterleaks`: the whole Betterleaks rule set alone (PyPI `pybetterleaks`).
 A secret line counts as caught when the detector changes (redacts) or flags it; a look-alike counts as a false
 redaction when it is changed or flagged. `--split test` prints counts only: that split is not read case by case

@@ -28,7 +28,7 @@ from pathlib import Path
 import psutil
 
 from memory_proxy.testing.asgi import free_port, stop_process, wait_http
-from memory_proxy.testing.upstream import start_fake as _start_fake_process
+from memory_proxy.testing.fake_upstream import start_fake as _start_fake_process
 
 ROOT = Path(__file__).resolve().parent.parent
 PROXY_BIN = ROOT / ".venv" / "bin" / "memory-proxy"

@@ -6,7 +6,7 @@ each of the worst inputs we know runs.
 
 Setup. `memory-proxy serve` (WORKER_IN_PROCESS=true, the default: formation runs in the serving process)
 on a fresh data dir with its own embedded PostgreSQL, upstream, embedder and memory LLM the fake of
-memory_proxy.testing.upstream; proxy, PostgreSQL and fake pinned to `--core` (default 1, as benchmarks.servers does:
+memory_proxy.testing.fake_upstream; proxy, PostgreSQL and fake pinned to `--core` (default 1, as benchmarks.servers does:
 the proxy's secret-scan worker processes inherit it, so they share that core with the event loop), this
 load generator on the other.
 
@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 import httpx
 import psycopg
 
-from memory_proxy.testing.upstream import MANY_FACTS
+from memory_proxy.testing.fake_upstream import MANY_FACTS
 
 from . import servers
 from .flood import conninfo

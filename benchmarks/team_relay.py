@@ -29,7 +29,7 @@ import psycopg
 from memory_proxy.store import teams
 from memory_proxy.store.database import make_pool
 from memory_proxy.store.memories import add_or_find_memory
-from memory_proxy.testing.upstream import embed
+from memory_proxy.testing.fake_upstream import embed
 
 from . import relay, servers
 from .servers import Server

@@ -2,7 +2,7 @@
 
     python -m benchmarks.tools [--quick] [--turns N] [--delay-ms 20] [--no-locomo]
 
-One fake upstream (``ToolUpstream``: memory_proxy.testing.upstream's fake, served in this process by uvicorn
+One fake upstream (``ToolUpstream``: memory_proxy.testing.fake_upstream's fake, served in this process by uvicorn
 on loopback, its embeddings the same hashing-trick vectors) answers every chat call after a fixed
 ``--delay-ms``: when the request offers ``search_memory``, the body asks for a search (``bench_search``,
 a field the proxy forwards) and the last message is not a tool result, it calls ``search_memory`` with the
@@ -47,7 +47,7 @@ from typing import Any, cast
 import httpx
 
 from memory_proxy.testing.asgi import Send, reply, serving
-from memory_proxy.testing.upstream import FakeUpstream
+from memory_proxy.testing.fake_upstream import FakeUpstream
 
 from . import servers
 from .formation_quality.locomo import found, write

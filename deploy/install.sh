@@ -36,7 +36,7 @@ if "site-packages" not in (memory_proxy.__file__ or ""):
 if not sorted(PROMPTS_DIR.glob("*.md")):
     problems.append(f"no prompts in {PROMPTS_DIR}: the wheel must ship prompts/*.md")
 if not sorted(MIGRATIONS_DIR.glob("*.sql")):
-    problems.append(f"no migrations in {MIGRATIONS_DIR}: the wheel must ship db/migrations/*.sql")
+    problems.append(f"no migrations in {MIGRATIONS_DIR}: the wheel must ship memory_proxy/store/migrations/*.sql")
 if problems:
     sys.exit("install.sh: the installed package is incomplete:\n  " + "\n  ".join(problems))
 print(f"install.sh: ok: {len(list(PROMPTS_DIR.glob('*.md')))} prompts, "

@@ -19,20 +19,20 @@ from litestar import Litestar, Request, Response
 from litestar.exceptions import HTTPException
 from psycopg_pool import PoolTimeout
 
-from .api import MANAGE_ROUTES, OPENAPI_CONFIG
-from .auth import KeyChecker, load_api_keys
+from .api.memory_routes import MANAGE_ROUTES, OPENAPI_CONFIG
+from .api.team_memory_routes import TEAM_MEMORIES
+from .api.team_routes import TEAMS_API
 from .errors import BadRequest, ProxyError, Unavailable, openai_error
-from .guards import DEPENDENCIES
-from .head import HeadAsGet
-from .leaks import ScanFailed
+from .formation.worker import Worker
+from .http.auth import KeyChecker, load_api_keys
+from .http.guards import DEPENDENCIES
+from .http.head_as_get import HeadAsGet
+from .http.request_id import RequestIdMiddleware
+from .http.routes import ROUTES
 from .observability import log
-from .request_id import RequestIdMiddleware
-from .routes import ROUTES
+from .redact.betterleaks import ScanFailed
 from .services import open_services
 from .settings import Settings
-from .team_memories_api import TEAM_MEMORIES
-from .teams_api import TEAMS_API
-from .worker import Worker
 
 
 def _proxy_error(_: Request[Any, Any, Any], exc: ProxyError) -> Response[dict[str, Any]]:

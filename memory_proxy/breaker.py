@@ -4,7 +4,7 @@ One mechanism, one instance per part (services.py). While the database is down, 
 otherwise spend its whole retrieval budget (1.5 s) finding that out; while the embedder hangs, every memory
 turn its embedding share (1.05 s). After `threshold` consecutive failures the breaker opens: turns skip that
 part at once — the database: relayed without memory (`fail_open_total{reason="breaker_open"}`); the embedder:
-the most recent memories instead of a search (`reason="embedder_breaker_open"`, memory/retrieve.py). After
+the most recent memories instead of a search (`reason="embedder_breaker_open"`, retrieval/retrieve.py). After
 `cool_s` one turn is let through to try (half-open): success closes the breaker, failure opens it again for
 twice as long (up to `max_cool_s`). Opening and closing are logged (`breaker_opened`, `breaker_closed`) and
 shown by `memory_proxy_breaker_open{part}`. A counter and a clock rather than a library: pybreaker is sync

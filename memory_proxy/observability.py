@@ -141,7 +141,7 @@ LLM_CALLS = Counter("memory_proxy_llm_calls_total",
                     ["purpose", "outcome"])
 PROVENANCE_CHECKS = Counter(
     "memory_proxy_provenance_total",
-    "Formation turns by what the provenance call (memory/provenance.py) did: removed (some parts were not "
+    "Formation turns by what the provenance call (formation/provenance.py) did: removed (some parts were not "
     "the user's own words), kept (all were), fallback (the call failed or could not be read: the "
     "deterministic result was used), not_needed (too few parts to call it).",
     ["outcome"],
@@ -150,7 +150,7 @@ LLM_TOKENS = Counter("memory_proxy_llm_tokens_total", "Memory-LLM tokens by purp
                      ["purpose", "kind"])
 TOOL_CALLS = Counter(
     "memory_proxy_tool_calls_total",
-    "Memory tool calls the chat model made (memory_proxy/memory_tools.py), by tool (search_memory, remember, "
+    "Memory tool calls the chat model made (memory_proxy/tools/calls.py), by tool (search_memory, remember, "
     "forget, unknown) and outcome (ok, empty, refused: a guard said no, bad_arguments, unknown_tool, over_cap, "
     "failed), and offers the upstream refused (tool `all`, outcome rejected: HTTP 400, retried without them).",
     ["tool", "outcome"],
@@ -170,7 +170,7 @@ WRITTEN_CALLS = Counter(
     "written_calls.py): many small models do so behind llama.cpp's server; each is also in tool_calls_total.",
 )
 SCANS = Counter("memory_proxy_secret_scans_total",
-                "Secret scans and formation's reading of a turn and checks of its facts, run off the event loop (memory_proxy/scanner.py), by where (thread: a small "
+                "Secret scans and formation's reading of a turn and checks of its facts, run off the event loop (memory_proxy/redact/scan_pool.py), by where (thread: a small "
                 "text; process: a worker process) and outcome (ok; failed; timeout: past SECRET_SCAN_TIMEOUT, its "
                 "text not kept).", ["where", "outcome"])
 SCAN_SECONDS = Histogram("memory_proxy_secret_scan_seconds",

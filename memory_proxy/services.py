@@ -13,19 +13,20 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from .breaker import Breaker
-from .memory.embed import Embedder, WordsEmbedder, build_embedder
-from .memory.index import Indexes
-from .memory.llm import MemoryLLM
-from .memory.uses import UseCounts
-from .models_cache import ModelsCache
+from .chat.model_list import ModelsCache
+from .chat.outbox import Outbox
+from .chat.upstream import Upstream, make_clients
+from .embedding.embedders import Embedder, WordsEmbedder, build_embedder
+from .errors import MemoryUnavailable
+from .formation.memory_llm import MemoryLLM
 from .observability import DATABASE_RESTARTS, log
-from .outbox import Outbox
-from .scanner import Scanner
+from .redact.scan_pool import Scanner
+from .retrieval.indexes import Indexes
+from .retrieval.use_counts import UseCounts
 from .settings import Settings
 from .store.database import make_pool, migrate
 from .store.embedded import EmbeddedPostgres
-from .toolless import ToolLessModels
-from .upstream import Upstream, make_clients
+from .tools.refusals import ToolLessModels
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,15 @@ class Services:
     models: ModelsCache = field(default_factory=ModelsCache)  # the last good /v1/models, for a busy upstream
     tool_less: ToolLessModels = field(default_factory=ToolLessModels)  # models that refused our memory tools
     direct_conninfo: str = ""  # for what needs a session (LISTEN): DATABASE_DIRECT_URL behind a pooler
+
+    def require_database(self) -> None:
+        """Memory work needs the database answered and migrated: until then MemoryUnavailable("database_not_ready"),
+        so a chat turn or a tool call goes on without memory, the API answers 503 and /readyz says why."""
+        if not self.ready.is_set():
+            raise MemoryUnavailable("database_not_ready", NOT_READY)
+
+
+NOT_READY = "the database is not reachable or not migrated yet"
 
 
 MIGRATE_TIMEOUT_S = 60.0  # one attempt: connecting plus applying the migrations
@@ -127,7 +137,7 @@ async def open_services(settings: Settings, http_client: httpx.AsyncClient | Non
     A given `http_client` (tests: mocked by respx) is used for every outside call and not closed here.
     With `wait_for_database` false (serve, worker) a database that is down does not stop the start:
     it is migrated in the background when it answers (`services.ready`). `search_index` (the chat
-    server): users' memories held for search, with their change listener (memory/index.py); the CLI and
+    server): users' memories held for search, with their change listener (retrieval/indexes.py); the CLI and
     the standalone worker do without (no listener connection)."""
     async with database(settings) as conninfo:
         direct = direct_conninfo(settings, conninfo)
@@ -149,7 +159,7 @@ async def open_services(settings: Settings, http_client: httpx.AsyncClient | Non
                             rejected_days=settings.maintenance.dead_job_days)
             stop_outbox = asyncio.Event()
             embedder = build_embedder(settings.embedding, upstream.pick)
-            tokenize = (embedder.tokens_sync  # late interaction (memory/late.py): the local model's word states
+            tokenize = (embedder.tokens_sync  # late interaction (retrieval/late_interaction.py): the local model's word states
                         if isinstance(embedder, WordsEmbedder) and settings.retrieval.ranking.late_weight > 0 else None)
             services = Services(settings=settings, pool=pool, upstream=upstream, embedder=embedder,
                                 llm=MemoryLLM(settings.memory_llm, clients[0]), ready=ready, outbox=outbox,

@@ -29,12 +29,12 @@ from litestar.testing import AsyncTestClient
 from prometheus_client import REGISTRY
 
 from memory_proxy.app import create_app
+from memory_proxy.formation.worker import Worker
 from memory_proxy.services import open_services
 from memory_proxy.settings import Settings, load_settings
 from memory_proxy.store.database import make_pool, migrate
 from memory_proxy.store.embedded import start_server
-from memory_proxy.testing.memory_llm import FakeMemoryLLM
-from memory_proxy.worker import Worker
+from memory_proxy.testing.fake_memory_llm import FakeMemoryLLM
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -92,7 +92,7 @@ def database_url(pg_server: Any) -> Iterator[str]:
 @pytest.fixture
 async def db(database_url: str) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
     """A connection to the test's database, with pgvector types registered: the app's role (bound by
-    row-level security, db/migrations/0004), given every user's rows for its whole session, so that tests
+    row-level security, memory_proxy/store/migrations/0004), given every user's rows for its whole session, so that tests
     can arrange and inspect any user's data with plain SQL. Store functions called on it still narrow to
     their own user (a user scope sets all_users off for its transaction). Isolation itself is tested on
     pools without this setting (test_isolation.py), as the app runs."""

@@ -195,10 +195,10 @@ async def test_after_repeated_database_failures_turns_skip_the_memory_side(
 async def test_with_the_local_embedder_held_indexes_rank_by_late_interaction(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """EMBEDDING_PROVIDER=local: the index a turn searches holds its memories' word states, and a query
-    brings its own, so the late-interaction arm (memory/late.py) runs in the fusion."""
-    from memory_proxy.memory.document import embedding_text
-    from memory_proxy.memory.index import UserIndex
-    from memory_proxy.memory.retrieve import retrieve_memories
+    brings its own, so the late-interaction arm (retrieval/late_interaction.py) runs in the fusion."""
+    from memory_proxy.embedding.memory_document import embedding_text
+    from memory_proxy.retrieval.indexes import UserIndex
+    from memory_proxy.retrieval.retrieve import retrieve_memories
     from memory_proxy.store.memories import add_memory
 
     settings = load_settings({"MEMORY_PROXY_DATA_DIR": str(tmp_path), "PROXY_API_KEYS": PROXY_KEY,

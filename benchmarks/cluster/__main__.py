@@ -190,7 +190,7 @@ def report(r: dict[str, Any]) -> str:
         out += ["", "Probes go back to back to the faulted replica until it has not injected the memory for 2 s. "
                 "For the silenced link the replica restarted with DATABASE_DIRECT_URL through a relay of this run "
                 "(with --no-pgbouncer its pool then connects as mp_pooled, as that setting requires); it hears "
-                "nothing until its listener's heartbeat gives up on the link (memory/index.py: HEARTBEAT_S 10 + "
+                "nothing until its listener's heartbeat gives up on the link (retrieval/indexes.py: HEARTBEAT_S 10 + "
                 "HEARTBEAT_TIMEOUT_S 5)."]
     if f := r.get("faults"):
         out += ["", "## 4. Faults under load", "",

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from memory_proxy.testing.upstream import embed
+from memory_proxy.testing.fake_upstream import embed
 
 from ..servers import PROXY_KEY
 from .parts import Node

@@ -64,7 +64,7 @@ class Cluster:
 
     def up(self) -> Cluster:
         port = free_port()
-        self.fake = Proc("fake", [sys.executable, "-m", "memory_proxy.testing.upstream", "--port", str(port), "--chunks", "6",
+        self.fake = Proc("fake", [sys.executable, "-m", "memory_proxy.testing.fake_upstream", "--port", str(port), "--chunks", "6",
                                   "--delay-ms", "20", "--llm-delay-ms", str(self.o.llm_delay_ms)],
                          self.work / "fake.log", cwd=ROOT,
                          env={**os.environ, "PYTHONPATH": str(ROOT)}).start()

@@ -2,7 +2,7 @@
 
 Peers in the formation-quality benchmark (mem0 through its `openai` embedder) must embed exactly as
 memory-proxy does with EMBEDDING_PROVIDER=local: all-MiniLM-L6-v2 int8 on onnxruntime, 384-d unit
-vectors (`memory_proxy.memory.local_embed.LocalEmbedder`). This serves that embedder, nothing else:
+vectors (`memory_proxy.embedding.local_model.LocalEmbedder`). This serves that embedder, nothing else:
 
     .venv/bin/python -m benchmarks.formation_quality.embed_server --port 8082
 
@@ -31,7 +31,13 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer
 
-from memory_proxy.memory.local_embed import DIMENSIONS, MAX_TOKENS, MODEL_NAME, TOKENIZER_PATH, LocalEmbedder
+from memory_proxy.embedding.local_model import (
+    DIMENSIONS,
+    MAX_TOKENS,
+    MODEL_NAME,
+    TOKENIZER_PATH,
+    LocalEmbedder,
+)
 from memory_proxy.testing.asgi import (
     error_body,
     free_port,

@@ -5,7 +5,7 @@ list. This measures the two candidates it names, turn by turn, against the users
 "states something" when its ideal answer has a fact or a forget request):
 
 - `embedding`: the turn's sentences against lasting facts about a person (the example facts of
-  prompts/memory.md), with the proxy's local embedder; skip below a similarity threshold. No model call.
+  memory_proxy/prompts/memory.md), with the proxy's local embedder; skip below a similarity threshold. No model call.
 - `model`: one short yes/no call to the memory LLM ("does the message mention a fact about the user?"),
   the shared system prompt first (cached by llama.cpp), one token of answer; skip on "no".
 
@@ -28,11 +28,11 @@ from collections import Counter
 import httpx
 import numpy as np
 
-from memory_proxy.memory.evidence import own_words
-from memory_proxy.memory.extract import neutral
-from memory_proxy.memory.llm import MemoryLLM
-from memory_proxy.memory.local_embed import LocalEmbedder
-from memory_proxy.memory.resolve import Answer
+from memory_proxy.embedding.local_model import LocalEmbedder
+from memory_proxy.formation.evidence import own_words
+from memory_proxy.formation.extract import neutral
+from memory_proxy.formation.memory_llm import MemoryLLM
+from memory_proxy.formation.resolve import Answer
 from memory_proxy.prompts import load_prompt
 from memory_proxy.settings import MemoryLLMSettings
 

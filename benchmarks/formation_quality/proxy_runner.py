@@ -38,7 +38,7 @@ from memory_proxy.app import create_app
 from memory_proxy.observability import configure_logging
 from memory_proxy.settings import Settings, load_settings
 from memory_proxy.testing.asgi import serving
-from memory_proxy.testing.memory_llm import FakeMemoryLLM, Script, asgi_app
+from memory_proxy.testing.fake_memory_llm import FakeMemoryLLM, Script, asgi_app
 
 from .scenarios import Turn, User
 from .scripted import OracleScript, ScriptedChat

@@ -14,9 +14,9 @@ import re
 from datetime import date
 from typing import Any
 
-from memory_proxy.memory.content import same_text_key
+from memory_proxy.formation.memory_text import same_text_key
 from memory_proxy.testing.asgi import read_body
-from memory_proxy.testing.prompts import new_fact, numbered
+from memory_proxy.testing.prompt_reader import new_fact, numbered
 
 from .scenarios import Turn
 

@@ -102,7 +102,7 @@ class Matcher:
     """Cosine similarity by the proxy's own local embedder (cached per text)."""
 
     def __init__(self) -> None:
-        from memory_proxy.memory.local_embed import LocalEmbedder
+        from memory_proxy.embedding.local_model import LocalEmbedder
 
         self.embedder = LocalEmbedder(threads=1)
         self.vectors: dict[str, np.ndarray] = {}

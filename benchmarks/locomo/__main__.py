@@ -6,7 +6,7 @@ Every dialogue turn of a LoCoMo conversation is stored as one memory of one user
 (`locomo-conv-26`, ...) with `memory_proxy.store.memories.add_or_find_memory`, its session date as `stated_at`,
 content "speaker: text" (plus "[image: caption]" when the turn shares a photo), embedded from
 `embedding_text(content, stated_at)`. Each question is asked through
-`memory_proxy.memory.retrieve.retrieve_memories` (top_k=25, min_score=-1) and recall@k is the share of the
+`memory_proxy.retrieval.retrieve.retrieve_memories` (top_k=25, min_score=-1) and recall@k is the share of the
 question's evidence turns (dia_ids) among the first k memories returned, averaged over questions:
 by category number (1..5), over categories 1–4, and over all ("paper-style", adversarial included;
 the LoCoMo paper's DRAGON turn retriever: R@5 58.8, R@10 67.5, R@25 79.9).
@@ -17,7 +17,7 @@ Ablations (comma-separated names; a `-bare` suffix stores and embeds the bare te
   *-relevance               same mode, ranking by relevance alone (no recency/frequency, no MMR)
   *-twN                     RETRIEVAL_TEXT_WEIGHT=N for this run (hybrid-tw1: an unweighted fusion)
   *-kN                      RETRIEVAL_RRF_K=N for this run (hybrid-k60: the fusion constant of other providers)
-  *-nolate                  RETRIEVAL_LATE_WEIGHT=0: no late-interaction arm (memory_proxy/memory/late.py)
+  *-nolate                  RETRIEVAL_LATE_WEIGHT=0: no late-interaction arm (memory_proxy/retrieval/late_interaction.py)
   exact                     not the proxy: exact cosine over all of a conversation's turns in numpy,
                             to tell what the SQL's candidate pre-filter and the ranking cost
 A mode the installed proxy does not support yet is reported as failed, the others still run.
@@ -47,14 +47,14 @@ from typing import Any
 import numpy as np
 import psycopg
 
-from memory_proxy.settings import RetrievalSettings, load_settings
+from memory_proxy.settings import load_settings
 from memory_proxy.store import embedded
 from memory_proxy.store.database import make_pool, migrate
 from memory_proxy.store.memories import add_or_find_memory
 
 try:
-    from memory_proxy.memory.document import embedding_text
-except ImportError:  # STAND-IN until memory_proxy.memory.document exists: replace by the lead's function
+    from memory_proxy.embedding.memory_document import embedding_text
+except ImportError:  # STAND-IN until memory_proxy.embedding.memory_document exists: replace by the lead's function
     def embedding_text(content: str, stated_at: datetime) -> str:
         return f"[{stated_at:%d %B %Y}] {content}"
 
@@ -134,7 +134,7 @@ class Model:
     def __init__(self, name: str) -> None:
         self.name = name
         if name == "minilm":
-            from memory_proxy.memory.local_embed import LocalEmbedder
+            from memory_proxy.embedding.local_model import LocalEmbedder
 
             self._embedder: Any = LocalEmbedder()
             self.model = self._embedder.model
@@ -190,7 +190,7 @@ class QueryEmbedder:
 
 class LocalQueryEmbedder(QueryEmbedder):
     """The local model as the proxy runs it: with the states of a query's and a memory's words for late
-    interaction (memory_proxy/memory/late.py), computed as a turn and an index compute them."""
+    interaction (memory_proxy/retrieval/late_interaction.py), computed as a turn and an index compute them."""
 
     def __init__(self, model: Model) -> None:
         super().__init__(model)
@@ -278,10 +278,10 @@ async def run_variant(variant: Variant, pool: Any, model: Model, convs: list[Con
         ranking = replace(ranking, rrf_k=variant.rrf_k)
     if variant.no_late:
         ranking = replace(ranking, late_weight=0.0)
-    settings = RetrievalSettings(top_k=max(KS), min_score=-1.0, timeout_s=60.0,
-                                 mode=variant.mode if variant.mode != "exact" else "vector", ranking=ranking)
-    from memory_proxy.memory.index import Indexes
-    from memory_proxy.memory.retrieve import retrieve_memories
+    settings = replace(LOCAL.retrieval, top_k=max(KS), min_score=-1.0, timeout_s=60.0,
+                       mode=variant.mode if variant.mode != "exact" else "vector", ranking=ranking)
+    from memory_proxy.retrieval.indexes import Indexes
+    from memory_proxy.retrieval.retrieve import retrieve_memories
 
     indexes, stop = None, asyncio.Event()
     if variant.mode != "exact" and not variant.sql:  # as shipped: each user's in-process index, loaded first

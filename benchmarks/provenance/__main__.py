@@ -2,8 +2,8 @@
 of the provenance step.
 
 Scores the text the memory model sees as the user's own: by default the deterministic rules alone,
-memory_proxy.memory.evidence.own_words(message).text; with `--llm-url`, the whole provenance step of a
-formation job, own_words then the provenance call (memory_proxy/memory/provenance.py) on that OpenAI-compatible
+memory_proxy.formation.evidence.own_words(message).text; with `--llm-url`, the whole provenance step of a
+formation job, own_words then the provenance call (memory_proxy/formation/provenance.py) on that OpenAI-compatible
 server (`json` mode: a grammar on llama.cpp), and the call's cost: calls, tokens, seconds per turn.
 --show prints the failing rows and is refused for test: that split is read as counts only.
 """
@@ -26,9 +26,9 @@ async def _with_model(messages: list[str], url: str, model: str, timeout_s: floa
     import httpx
     from prometheus_client import REGISTRY
 
-    from memory_proxy.memory.evidence import own_words
-    from memory_proxy.memory.llm import MemoryLLM
-    from memory_proxy.memory.provenance import checked
+    from memory_proxy.formation.evidence import own_words
+    from memory_proxy.formation.memory_llm import MemoryLLM
+    from memory_proxy.formation.provenance import checked
     from memory_proxy.settings import MemoryLLMSettings
 
     def used(kind: str) -> float:
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.show and args.split != "dev":
         parser.error("--show reads rows case by case, which is for dev only; test is read as counts")
-    from memory_proxy.memory.evidence import own_words  # imported here: the corpus loads without the proxy
+    from memory_proxy.formation.evidence import own_words  # imported here: the corpus loads without the proxy
 
     cost = ""
     if args.llm_url:

@@ -2,7 +2,7 @@
 turn of a scenario, from the turn's ideal answer (the script of memory_proxy.testing's `FakeMemoryLLM`).
 
 It answers as formation_quality's oracle (`scripted.oracle_answer`), but for one thing: the extraction call
-writes a team's ideal fact as the proxy asks it to (prompts/extract_teams.md), naming the team as the scenario
+writes a team's ideal fact as the proxy asks it to (memory_proxy/prompts/extract_teams.md), naming the team as the scenario
 does (the team's display name, as the proxy shows it to the model): "Team's staging database runs on port
 5433." → "Team platform's staging database runs on port 5433."; "Team ships on Thursdays." → "Team platform
 ships on Thursdays.". The relate call sees the team's fact as it is stored, without the name: the ideal text.

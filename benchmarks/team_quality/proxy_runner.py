@@ -36,7 +36,7 @@ from .scenarios import Change, Probe, Scenario, Turn
 
 TEAMS = "/api/v1/teams"
 DEFAULT_SETTINGS = {"TEAM_FACTS": "auto"}  # off | review | auto: team facts stored without a review
-# One memory line of the block (memory_proxy/inject.py's memory_line): a team's names the team, quoted.
+# One memory line of the block (memory_proxy/chat/inject.py's memory_line): a team's names the team, quoted.
 _MEMORY_LINE = re.compile(r'^- \(said [^)]*\) (?:\(team ("(?:[^"\\]|\\.)*")\) )?(".*")$', re.MULTILINE)
 
 

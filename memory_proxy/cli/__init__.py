@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from ..settings import SettingsError, load_settings
-from . import jobs, keys, maintenance, memories, serve, teams
+from . import job_commands, key_commands, maintenance_commands, memory_commands, serve, team_commands
 from .common import given_setting_flags, log_user_id_key
 
 
@@ -24,7 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "Configured by environment variables: see `memory-proxy settings`.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (serve, memories, maintenance, jobs, keys, teams):
+    for module in (serve, memory_commands, maintenance_commands, job_commands, key_commands, team_commands):
         module.add_commands(commands)
     return parser
 

@@ -27,8 +27,8 @@ def run_with_services(settings: Settings, work: Callable[[Services], Awaitable[A
 
 def user_id_argument(raw: str) -> str:
     """A --user value, checked as every user id is (an empty one is an error, never "any user")."""
-    from ..auth import checked_user_id
     from ..errors import BadRequest
+    from ..http.auth import checked_user_id
 
     try:
         return checked_user_id(raw, "--user")
@@ -39,7 +39,7 @@ def user_id_argument(raw: str) -> str:
 def log_user_id_key(settings: Settings) -> str:
     """LOG_USER_ID_KEY, or one generated on first start and kept in the data dir: a fixed key would let
     anyone recompute the pseudonym of a guessable id (an e-mail)."""
-    from ..auth import LOG_KEY_FILE, stored_secret
+    from ..http.auth import LOG_KEY_FILE, stored_secret
 
     return settings.log.user_id_key or stored_secret(settings.server.data_dir / LOG_KEY_FILE)[0]
 

@@ -46,8 +46,8 @@ def _migrate(settings: Settings, _: argparse.Namespace) -> int:
 
 def _worker(settings: Settings, _: argparse.Namespace) -> int:
     """The formation worker as its own process; SIGTERM/SIGINT finish or release running jobs."""
+    from ..formation.worker import Worker
     from ..observability import log
-    from ..worker import Worker
 
     async def work(services: Services) -> None:
         stop = asyncio.Event()

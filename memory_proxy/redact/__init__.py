@@ -8,7 +8,7 @@ one_time_code, recovery_code, door_code, security_answer, and secret (a random-l
 key/token/secret/credentials word).
 
 Where the detectors are, by job:
-- credentials of 300+ services: maintained rule sets (memory_proxy/leaks.py, Betterleaks; memory_proxy/kingfisher.py);
+- credentials of 300+ services: maintained rule sets (memory_proxy/redact/betterleaks.py, Betterleaks; memory_proxy/redact/kingfisher.py);
 - vendor formats they miss in chat text, and a random value after a key word: vendor.py (ours, detect-secrets);
 - values whose format has a checksum (cards, IBANs, BIP-39 seed phrases): checksummed.py;
 - lists of recovery codes, keys in equal groups, a password after an e-mail address, by layout: shapes.py;
@@ -32,10 +32,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .. import kingfisher
-from ..leaks import leaked, occurrences
 from ..observability import REDACTIONS
-from . import passwords, vendor
+from . import kingfisher, passwords, vendor
+from .betterleaks import leaked, occurrences
 from .checksummed import bank_accounts, cards, national_ids, recovery_keys, seed_phrases
 from .nearby import nearby
 from .rule import Span, Triggers

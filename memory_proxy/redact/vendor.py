@@ -1,5 +1,5 @@
 """Credentials by their vendor's format, by our own patterns and detect-secrets' plugins: what the maintained
-rule sets (memory_proxy/leaks.py, memory_proxy/kingfisher.py) miss or match too narrowly in chat text.
+rule sets (memory_proxy/redact/betterleaks.py, memory_proxy/redact/kingfisher.py) miss or match too narrowly in chat text.
 
 Library: three plugins of Yelp's detect-secrets (pure Python, offline, maintained; see _LIBRARY). Only their
 `analyze_string` is used, so nothing is ever verified over the network.
@@ -73,7 +73,7 @@ def _der_private_key(value: str) -> bool:
 
 # Patterns begin with a literal or a small character class and check word boundaries only after it
 # (a lookbehind): that lets the regex engine skip ahead, which is most of the speed. Each one catches, on the
-# published samples, tests/fixtures/secrets.json or tests/test_vendor.py, a secret (or names its kind) that
+# published samples, tests/fixtures/secrets.json or tests/redact/test_vendor.py, a secret (or names its kind) that
 # the two maintained rule sets do not; GitHub's, Slack's and Google's patterns, which did not, are theirs.
 RULES = [
     Rule("private_key", ("private key",), re.compile(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from importlib import resources
 from typing import Any
 
 import psycopg
@@ -10,9 +11,7 @@ from pgvector.psycopg import register_vector_async
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
-from memory_proxy.resources import resource_dir
-
-MIGRATIONS_DIR = resource_dir("db/migrations")
+MIGRATIONS = resources.files(__package__) / "migrations"  # in the package, checkout or wheel alike
 _MIGRATION_LOCK = 7_224_801  # pg_advisory_lock key: one migrator at a time across processes
 POOL_WAIT_S = 5.0  # longest wait for a connection: a down database is a 503 in 5 s, not 30 (psycopg's default)
 APP_ROLE = "memory_proxy_app"  # the role the pool drops to when it connects as a superuser (migration 0004)
@@ -21,7 +20,7 @@ log = logging.getLogger(__name__)
 
 
 def migration_names() -> list[str]:
-    return sorted(p.stem for p in MIGRATIONS_DIR.glob("*.sql"))
+    return sorted(p.name.removesuffix(".sql") for p in MIGRATIONS.iterdir() if p.name.endswith(".sql"))
 
 
 async def migrate(conninfo: str) -> list[str]:
@@ -46,7 +45,7 @@ async def migrate(conninfo: str) -> list[str]:
             for name in migration_names():
                 if name in done:
                     continue
-                sql = (MIGRATIONS_DIR / f"{name}.sql").read_text()
+                sql = (MIGRATIONS / f"{name}.sql").read_text(encoding="utf-8")
                 async with conn.transaction():
                     await conn.execute(sql.encode())
                     await conn.execute("INSERT INTO schema_migrations (name) VALUES (%s)", [name])

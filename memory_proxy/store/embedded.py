@@ -36,7 +36,7 @@ from typing import Any
 import httpx
 import psutil
 
-from ..private import private_dir
+from ..private_files import private_dir
 
 log = logging.getLogger(__name__)
 

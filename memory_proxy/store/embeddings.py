@@ -2,7 +2,7 @@
 
 Cross-user by nature (row-level security: `in_all_users` for the writes). Replacing a batch updates the
 vectors and every link's copies of their model and binary code (users_vectors.embedding_model,
-embedding_bq, db/migrations/0003) in one transaction.
+embedding_bq, memory_proxy/store/migrations/0003) in one transaction.
 """
 
 from __future__ import annotations

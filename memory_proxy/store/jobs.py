@@ -46,7 +46,7 @@ async def enqueue_many(conn: AsyncConnection[Any],
     """Write (user_id, payload, said_at, turn_id) jobs in one statement, announced once (PostgreSQL folds
     identical notifications): several users' turns that ended together (outbox.py's group commit) in every
     user's scope, one user's in theirs. A job whose turn id is already written is not written again (its
-    first write committed but its answer was lost: db/migrations/0010); the ids of the jobs written."""
+    first write committed but its answer was lost: memory_proxy/store/migrations/0010); the ids of the jobs written."""
     users = {user_id for user_id, _, _, _ in batch}
     async with in_user_scope(conn, users.pop()) if len(users) == 1 else in_all_users(conn):
         cur = await conn.execute(

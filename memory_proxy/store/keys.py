@@ -1,4 +1,4 @@
-"""Per-user API keys for the management API (db/migrations/0006).
+"""Per-user API keys for the management API (memory_proxy/store/migrations/0006).
 
 A secret is `mpk_<id>_<random>`, shown once by `create_key`; only its SHA-256 digest is stored. `key_owner`
 finds the row by the id inside the secret and compares digests with `hmac.compare_digest`. A key with

@@ -46,7 +46,7 @@ CROSS JOIN LATERAL (
 WHERE a.user_id = %(user_id)s AND a.superseded_at IS NULL AND NOT a.pinned
 """
 
-# Types that decay only (memory/rank.py's decayed_after_days says after how many days of no use).
+# Types that decay only (retrieval/rank.py's decayed_after_days says after how many days of no use).
 _STALE = """
 SELECT uv.vector_id FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id
 WHERE uv.user_id = %(user_id)s AND uv.superseded_at IS NULL AND NOT uv.pinned

@@ -3,7 +3,7 @@
 Every function acts for ONE holder (a user, or a team's principal) inside its row-level security scope
 (scope.py), so PostgreSQL itself keeps a caller to that holder's links and audit rows. The exceptions see
 every holder's rows, for what a user wrote in teams (`export`, `erase_user`: by `author` and `actor`,
-db/migrations/0014, in teams the user may have left since), and for the last step of `erase_user`: deleting
+memory_proxy/store/migrations/0014, in teams the user may have left since), and for the last step of `erase_user`: deleting
 vectors no longer linked by anyone.
 
 Audit actions written here (memory_updates.action): edit (old → new version) and delete (old only); pin
@@ -20,7 +20,7 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from ..schemas import FactAttributes
+from ..records import FactAttributes
 from . import memories
 from .scope import all_users, in_all_users, user_scope
 from .search import LIVE as _LIVE

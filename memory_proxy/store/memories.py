@@ -2,10 +2,10 @@
 
 Each function that reads or writes a user's links runs in that user's row-level security scope
 (scope.py): its own transaction on an idle connection, else the caller's transaction as scoped.
-`vectors` and `global_vectors` have no owner column and no policy (see db/migrations/0004).
+`vectors` and `global_vectors` have no owner column and no policy (see memory_proxy/store/migrations/0004).
 
 A user's *active* memories are their links with `superseded_at IS NULL` whose vector has not expired
-(or is pinned). A superseded link stays for the history (db/migrations/0005).
+(or is pinned). A superseded link stays for the history (memory_proxy/store/migrations/0005).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
-from ..scanner import SMALL_TEXT_CHARS, redact_small
-from ..schemas import FactAttributes
+from ..records import FactAttributes
+from ..redact.scan_pool import SMALL_TEXT_CHARS, redact_small
 from .scope import in_all_users, in_user_scope
 from .search import as_vector
 
@@ -111,7 +111,7 @@ async def find_same_text(conn: AsyncConnection[Any], user_id: str, content: str)
 
 async def record_uses(conn: AsyncConnection[Any], uses: Sequence[tuple[str, str, int, datetime]]) -> None:
     """Add (user, memory, uses, last used) counts to the users' links in one statement: a batch of many
-    users' counts is cross-user by nature (memory/uses.py); each row still names its own user."""
+    users' counts is cross-user by nature (retrieval/use_counts.py); each row still names its own user."""
     users, ids, counts, times = (list(column) for column in zip(*uses, strict=True))
     async with in_all_users(conn):
         await conn.execute(

@@ -1,4 +1,4 @@
-"""A team's pending facts (TEAM_FACTS=review, db/migrations/0015, docs/TEAMS.md): what formation would have
+"""A team's pending facts (TEAM_FACTS=review, memory_proxy/store/migrations/0015, docs/TEAMS.md): what formation would have
 written to the team, kept apart until an editor accepts it (applied as formation would have: added, or
 replacing the team's memory the relate step named, if it is still active) or rejects it (deleted).
 
@@ -15,7 +15,7 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from ..schemas import FactAttributes
+from ..records import FactAttributes
 from . import memories
 from .scope import in_user_scope
 from .search import as_vector

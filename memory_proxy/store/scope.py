@@ -1,4 +1,4 @@
-"""Row-level security scopes (db/migrations/0004): whose rows a transaction may see and write.
+"""Row-level security scopes (memory_proxy/store/migrations/0004): whose rows a transaction may see and write.
 
 A scope is one transaction that starts by setting `memory_proxy.user_id` (or `memory_proxy.all_users`)
 with `set_config(..., is_local => true)`: the setting ends with the transaction, so nothing carries over to
@@ -12,7 +12,7 @@ a transaction, join it under the scope its opener set (they never widen nor swit
 one scope). Functions keyed by a job id (`jobs.complete`, `jobs.fail`) run in their caller's scope.
 
 A scope also names who acts, when it is a member acting on a team's rows (`acting_member`, set by the team
-routes of the management API for the request): the setting `memory_proxy.actor`, which db/migrations/0014
+routes of the management API for the request): the setting `memory_proxy.actor`, which memory_proxy/store/migrations/0014
 writes as a new link's `author` and an audit row's `actor`. Nowhere else is it set.
 
 A scope runs in pipeline mode: BEGIN, the setting, the statements and COMMIT go out together and the

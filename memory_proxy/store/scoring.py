@@ -1,10 +1,10 @@
 """The hybrid search's rules, declared once: the SQL statement (store/search.py) and the in-process index
-(memory/index.py) both rank with the constants and formulas here.
+(retrieval/indexes.py) both rank with the constants and formulas here.
 
 Each formula is a plain Python function of its operands, written with + − × ÷, `ln` and `greatest` only.
 Called with numbers or numpy arrays it computes the score (the index); called with `Sql` operands it
 writes the same expression as SQL text (the statement), operation for operation in the same order of
-evaluation, so both round alike. A formula changed here changes both searches; tests/test_scoring.py
+evaluation, so both round alike. A formula changed here changes both searches; tests/store/test_scoring.py
 evaluates each rendering in PostgreSQL against its numbers.
 
 BM25 (Robertson & Zaragoza 2009), with the document frequencies of the user's own memories:

@@ -5,17 +5,17 @@ One statement returns, for a user and a query:
   read without any search — also when there is no query vector (a contentless turn, a failed embedder);
 - with a query vector, the best `limit` candidates of the hybrid search, by fused rank:
   - vector arm: the user's SEARCH_CANDIDATES nearest active links by Hamming distance of their binary
-    codes (an index-only scan, db/migrations/0003), plus the global memories while the user has fewer
+    codes (an index-only scan, memory_proxy/store/migrations/0003), plus the global memories while the user has fewer
     than COLD_START_THRESHOLD of their own (cold start), re-ranked by exact cosine (`= ANY(ARRAY(...))`, so
     `vectors` is only probed by primary key). Vectors of another model or dimension are never compared.
-  - text arm: BM25 over the user's own memories, from the per-user postings of db/migrations/0007
+  - text arm: BM25 over the user's own memories, from the per-user postings of memory_proxy/store/migrations/0007
     (`memory_terms`, an index-only read per query word), words most memories hold dropped; a word is
     scored in at most POSTINGS_PER_TERM memories.
   - the arms fused by weighted reciprocal rank fusion;
-  - for each candidate, its similarity to every candidate (MMR's redundancy, memory/rank.py), from the
+  - for each candidate, its similarity to every candidate (MMR's redundancy, retrieval/rank.py), from the
     binary codes: cos(π · hamming / bits), 30 × 30 small numbers instead of 30 vectors of 4 KB.
 The formulas, the tiers' sizes and the cold-start threshold are store/scoring.py's, which the in-process
-index (memory/index.py) ranks with too.
+index (retrieval/indexes.py) ranks with too.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from psycopg import AsyncConnection, AsyncCursor
 
-from ..schemas import Memory, SearchHit
+from ..records import Memory, SearchHit
 from . import scoring
 from .scope import in_user_scope
 from .scoring import (
@@ -153,7 +153,7 @@ class Found:
     always_on: list[Memory] = field(default_factory=list)  # pinned and identity, pinned first, newest first
     recent: list[Memory] = field(default_factory=list)  # the newest active memories (at most RECENT_READ)
     hits: list[SearchHit] = field(default_factory=list)  # search candidates, best fused rank first
-    late_weight: float = 0.0  # the late-interaction arm's weight in `fused`, when it ran (memory/late.py)
+    late_weight: float = 0.0  # the late-interaction arm's weight in `fused`, when it ran (retrieval/late_interaction.py)
 
     def shown(self, inject_all_below: int) -> Found:
         """What of a team's found a turn may show: its pinned memories, its hits, and its newest memories only
@@ -219,7 +219,7 @@ async def search_scopes(conn: AsyncConnection[Any], *, user_id: str, teams: Coll
     team's own best `team_limit` candidates, ranked within the team (its BM25 statistics are its own); with the
     user's memberships now (the MAX_TEAMS_READ added last: only those are searched). One round trip on an idle
     connection: every statement runs in the user's scope, so a team the user has left returns no row
-    (db/migrations/0013), whatever the caller believed."""
+    (memory_proxy/store/migrations/0013), whatever the caller believed."""
     params = _params(user_id=user_id, model=model, embedding=embedding, text=text, limit=limit, mode=mode,
                      rrf_k=rrf_k, weights=weights, include_global=True, tiers=tiers)
     async with in_user_scope(conn, user_id):
@@ -249,7 +249,7 @@ def _params(*, user_id: str, model: str, embedding: Sequence[float] | None, text
 async def _send(conn: AsyncConnection[Any], params: dict[str, Any]) -> AsyncCursor[Any]:
     """Queue the search statement in the open scope (its result is read once the scope's pipeline ends)."""
     # The planner estimates a user's links from the average user and then prefers a bitmap heap scan
-    # (one heap page per memory) to the index-only scan of users_vectors_search (db/migrations/0003).
+    # (one heap page per memory) to the index-only scan of users_vectors_search (memory_proxy/store/migrations/0003).
     await conn.execute("SELECT set_config('enable_bitmapscan', 'off', true)")  # this transaction only
     # Prepared by psycopg after 5 runs (its default): planning this statement costs ~2.5 ms, and at
     # 1,000 memories the generic plan ran in 9.9 ms where one planned per call took 13.8 (the store
@@ -291,7 +291,7 @@ async def confirm(conn: AsyncConnection[Any], user_id: str,
                   wanted: Collection[tuple[str, str]]) -> tuple[dict[tuple[str, str], str], tuple[TeamRef, ...]]:
     """Which of the `wanted` (holder, id) pairs are still active memories of their holder (the user, or a team
     principal) that the user may read now, with their text now; and the user's memberships now. One round
-    trip: a team the user has left holds no row of theirs any more (db/migrations/0013)."""
+    trip: a team the user has left holds no row of theirs any more (memory_proxy/store/migrations/0013)."""
     holders, ids = zip(*wanted, strict=True) if wanted else ((), ())
     async with in_user_scope(conn, user_id):
         held = await conn.execute(_MEMBERSHIPS, [user_id])

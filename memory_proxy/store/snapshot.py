@@ -1,5 +1,5 @@
-"""One user's active memories, read whole for the in-process index (memory/index.py), and the
-notifications that say a user's memories changed (db/migrations/0008).
+"""One user's active memories, read whole for the in-process index (retrieval/indexes.py), and the
+notifications that say a user's memories changed (memory_proxy/store/migrations/0008).
 
 `read_user` reads, in the user's scope and one transaction, every active link with its fact, vector and
 words (`users_vectors.search_text`, as PostgreSQL analyzed them), unless the user has more than

@@ -1,4 +1,4 @@
-"""Teams and their members (db/migrations/0012, docs/TEAMS.md).
+"""Teams and their members (memory_proxy/store/migrations/0012, docs/TEAMS.md).
 
 A team is a set of users who share a memory scope; each member is a `member` (reads the team's memories) or
 an `editor` (may also change and delete them). These tables are not under row-level security: they say
@@ -23,8 +23,8 @@ ROLES: tuple[Role, ...] = ("member", "editor")
 TEAM_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 MAX_NAME = 100
 MAX_ABOUT = 500
-# A team's memories are held by the principal "team:<id>" in the memory tables (db/migrations/0013), which
-# let the team's members see them; no user id may start with it (memory_proxy/auth.py's checked_user_id).
+# A team's memories are held by the principal "team:<id>" in the memory tables (memory_proxy/store/migrations/0013), which
+# let the team's members see them; no user id may start with it (memory_proxy/http/auth.py's checked_user_id).
 PRINCIPAL_PREFIX = "team:"
 
 

@@ -1,5 +1,5 @@
 """A user's memories listed and imported, for the operator CLI (`memories list | import`; the export
-format is memory_proxy/export.py, the export's query store/manage.py).
+format is memory_proxy/api/export_format.py, the export's query store/manage.py).
 
 Reads and writes run in the user's row-level security scope (scope.py). Importing is idempotent: the
 exact-duplicate guard (users_vectors unique (user_id, content_key) among active links) skips a memory the
@@ -13,7 +13,7 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from ..schemas import FactAttributes
+from ..records import FactAttributes
 from .memories import add_memory, set_pinned
 from .scope import in_user_scope
 from .search import LIVE

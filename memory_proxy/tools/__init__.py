@@ -1,0 +1,8 @@
+"""Memory tools the chat model calls (MEMORY_TOOLS, docs/TOOLS.md): run by the proxy, never seen by the client.
+
+- calls.py: `search_memory`, `remember`, `forget`: their definitions, the reading of a call, and its execution
+  for the turn's user, behind formation's guards;
+- rounds.py: a JSON turn's rounds with the upstream; streamed_rounds.py: a streamed turn's, read event by event;
+- text_calls.py: calls a small model wrote as text instead of `tool_calls`;
+- refusals.py: the models whose upstream refused our tools lately, not offered them for a while.
+"""

@@ -1,0 +1,69 @@
+"""benchmarks/cluster at CI size, run as its command: two `memory-proxy serve` replicas (WORKER_IN_PROCESS=false)
+and one `memory-proxy worker`, real processes, on the test's PostgreSQL (through PgBouncer in transaction mode
+when it is installed, as CI installs it), with memory_proxy.testing.fake_upstream as upstream, embedder and memory
+LLM. Clients talk to each replica directly; what a turn injected is read at the fake upstream (GET /seen).
+The assertions read the run's JSON: the visibility and stale-injection measurements (benchmarks/cluster/
+measures.py)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import ROOT
+
+SAMPLES = 1  # per kind: a memory written through the API, a memory formed by the worker
+ROUNDS = 2   # stale injection: a delete, then an erase, each through the other replica
+
+
+@pytest.fixture(scope="module")
+def cluster_run(pg_server: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One cluster run for this module's tests, on a migrated database of its own."""
+    import uuid
+
+    import psycopg
+
+    from tests.conftest import TEMPLATE_DB
+
+    name = "t_cluster_" + uuid.uuid4().hex[:8]
+    out = tmp_path_factory.mktemp("cluster") / "cluster.json"
+    with psycopg.connect(pg_server.get_uri(), autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE_DB}")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    try:
+        run = subprocess.run([sys.executable, "-m", "benchmarks.cluster", "--replicas", "2", "--workers", "1",
+                              "--no-nginx", "--database-url", pg_server.get_uri(name), "--only", "visibility",
+                              "stale", "--samples", str(SAMPLES), "--rounds", str(ROUNDS), "--json", str(out)],
+                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    finally:
+        with psycopg.connect(pg_server.get_uri(), autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    assert run.returncode == 0, run.stderr[:3000] + "\n…\n" + run.stderr[-3000:]
+    result: dict[str, Any] = json.loads(Path(out).read_text())
+    return result
+
+
+def test_a_memory_written_through_one_replica_is_injected_by_the_other_until_deleted_there(
+        cluster_run: dict[str, Any]) -> None:
+    pinned = cluster_run["visibility"]["api"]
+    assert pinned["not_warmed"] == 0, "the reader never searched the user in its index"
+    assert pinned["lag_ms"]["n"] == SAMPLES and pinned["lag_ms"]["max"] < 1000, (
+        f"the other replica did not inject the pinned memory within 1 s: {pinned}")
+    stale = cluster_run["stale"]
+    assert stale["rounds"] == ROUNDS and stale["delete"] == 1 and stale["erase"] == 1
+    assert stale["turns_after"] > 0 and stale["errors"] == 0
+    assert stale["violations"] == 0, f"a replica injected a memory deleted through the other: {stale}"
+
+
+def test_a_chat_turn_through_one_replica_is_formed_by_the_worker_process(cluster_run: dict[str, Any]) -> None:
+    formed = cluster_run["visibility"]["formed"]
+    assert formed["job_done_ms"]["n"] == SAMPLES and math.isfinite(formed["job_done_ms"]["max"])
+    assert formed["formed_by_a_worker"] == SAMPLES  # the job id and its decision are in the worker's log
+    assert formed["lag_ms"]["max"] < 25_000, f"the formed memory was not injected by every replica: {formed}"

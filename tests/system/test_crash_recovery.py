@@ -1,0 +1,169 @@
+"""SIGKILL the proxy while formation jobs are queued and running: after a restart all of them
+complete, once each. The proxy runs as a real `memory-proxy serve` process; the upstream, embeddings
+and memory LLM are one fake HTTP server in the test process."""
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+import uvicorn
+
+from memory_proxy.testing.fake_memory_llm import FakeMemoryLLM, asgi_app
+from tests.conftest import BUN, BUN_MSG, PROXY_KEY, embeddings_reply, free_port, wait_ready
+
+USERS = [f"user-{i}" for i in range(6)]
+
+
+@pytest.fixture
+async def fake_outside() -> AsyncIterator[tuple[str, FakeMemoryLLM]]:
+    llm = FakeMemoryLLM(extract=lambda message: [BUN] if message == BUN_MSG else [])
+    server = uvicorn.Server(uvicorn.Config(asgi_app(llm, embeddings_reply), host="127.0.0.1", port=0,
+                                           log_level="warning", lifespan="off", loop="asyncio"))
+    task = asyncio.create_task(server.serve())
+    async with asyncio.timeout(10):
+        while not server.started:
+            await asyncio.sleep(0.01)
+    yield f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}/v1", llm
+    if llm.hang:
+        llm.hang.set()  # let any held request end, or the server would wait for it forever
+    server.should_exit = True
+    await asyncio.wait_for(task, 10)
+
+
+def start_proxy(env: dict[str, str], port: int) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-m", "memory_proxy", "serve"], env={**os.environ, **env,
+                            "MEMORY_PROXY_PORT": str(port)}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def job_states(database_url: str) -> dict[str, int]:
+    with psycopg.connect(database_url) as conn:
+        return dict(conn.execute("SELECT status, count(*) FROM memory_jobs GROUP BY status").fetchall())
+
+
+async def poll(condition: Any, seconds: float) -> None:
+    async with asyncio.timeout(seconds):
+        while not condition():
+            await asyncio.sleep(0.05)
+
+
+async def restart_until_done(env: dict[str, str], port: int, base: str, database_url: str, llm: FakeMemoryLLM,
+                             done: int) -> tuple[int | None, str]:
+    """Release the hung memory LLM, start a new proxy, wait until `done` jobs are done, stop it (SIGTERM);
+    its exit code and output."""
+    llm.hang.set()
+    llm.hang = None
+    proxy = start_proxy(env, port)
+    try:
+        await wait_ready(base, proxy)
+        await poll(lambda: job_states(database_url) == {"done": done}, 30)
+    finally:
+        proxy.send_signal(signal.SIGTERM)
+        output = proxy.communicate(timeout=30)[0].decode()
+    return proxy.returncode, output
+
+
+async def test_sigkill_with_jobs_queued_and_running(database_url: str, tmp_path: Path,
+                                                    fake_outside: tuple[str, FakeMemoryLLM]) -> None:
+    fake_url, llm = fake_outside
+    llm.hang = asyncio.Event()  # the first proxy's LLM calls never return: its jobs stay running
+    env = {"DATABASE_URL": database_url, "MEMORY_PROXY_DATA_DIR": str(tmp_path), "PROXY_API_KEYS": PROXY_KEY,
+           "UPSTREAM_BASE_URL": fake_url, "UPSTREAM_API_KEY": "x", "EMBEDDING_BASE_URL": fake_url,
+           "MEMORY_LLM_BASE_URL": fake_url, "WORKER_CONCURRENCY": "2", "JOB_LEASE_SECONDS": "1",
+           "LOG_LEVEL": "info"}
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    first = start_proxy(env, port)
+    try:
+        await wait_ready(base, first)
+        async with httpx.AsyncClient(base_url=base, headers={"authorization": f"Bearer {PROXY_KEY}"}) as client:
+            for user in USERS:
+                response = await client.post("/v1/chat/completions", headers={"x-openwebui-user-id": user},
+                                             json={"model": "m", "messages": [{"role": "user", "content": BUN_MSG}]})
+                assert response.status_code == 200  # accepted: from here on the job must not be lost
+        await poll(lambda: job_states(database_url) == {"queued": 4, "running": 2}, 20)
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+    assert job_states(database_url) == {"queued": 4, "running": 2}
+
+    returncode, output = await restart_until_done(env, port, base, database_url, llm, done=6)
+    # graceful stop (uvicorn re-raises the SIGTERM it handled, hence -15)
+    assert returncode in (0, -signal.SIGTERM) and '"event": "stopped"' in output, output
+
+    with psycopg.connect(database_url) as conn:
+        per_user = conn.execute("SELECT user_id, count(*) FROM users_vectors GROUP BY user_id").fetchall()
+        vectors = conn.execute("SELECT count(*) FROM vectors").fetchone()[0]
+        attempts = sorted(r[0] for r in conn.execute("SELECT attempts FROM memory_jobs").fetchall())
+    assert sorted(per_user) == [(user, 1) for user in USERS]  # every job applied, none twice
+    assert vectors == 6  # and no orphan vector from a half-done job
+    assert attempts == [1, 1, 1, 1, 2, 2]  # the two running jobs were taken over after their lease
+    assert output.count('"memory_decision"') == 6 and output.count('"status": "done"') == 6
+
+
+async def test_a_separate_worker_process_drains_the_queue_and_stops_cleanly(
+        database_url: str, tmp_path: Path, fake_outside: tuple[str, FakeMemoryLLM]) -> None:
+    from datetime import UTC, datetime
+
+    from memory_proxy.job_payload import FormationPayload
+    from memory_proxy.store import jobs
+    from memory_proxy.store.database import make_pool
+
+    fake_url, _ = fake_outside
+    async with make_pool(database_url, 1) as pool, pool.connection() as conn:
+        for user in USERS[:3]:
+            await jobs.enqueue(conn, user_id=user, said_at=datetime.now(UTC), payload=FormationPayload(BUN_MSG))
+    env = {**os.environ, "DATABASE_URL": database_url, "MEMORY_PROXY_DATA_DIR": str(tmp_path),
+           "EMBEDDING_BASE_URL": fake_url, "MEMORY_LLM_BASE_URL": fake_url, "MISTRAL_API_KEY": "x"}
+    process = subprocess.Popen([sys.executable, "-m", "memory_proxy", "worker"], env=env,  # noqa: ASYNC220 — spawning returns at once
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        await poll(lambda: job_states(database_url) == {"done": 3}, 30)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        output = process.communicate(timeout=30)[0].decode()
+    assert process.returncode == 0, output
+    assert '"event": "worker_started"' in output and output.count('"memory_decision"') == 3
+
+
+async def test_a_standalone_worker_runs_the_scheduled_maintenance(
+        database_url: str, tmp_path: Path, fake_outside: tuple[str, FakeMemoryLLM]) -> None:
+    """`memory-proxy worker` built its Worker without the maintenance settings, so only `serve`'s
+    in-process worker ever ran the schedule the README promises."""
+    from datetime import UTC, datetime, timedelta
+
+    from memory_proxy.records import FactAttributes
+    from memory_proxy.store import memories
+    from memory_proxy.store.database import make_pool
+    from tests.conftest import vector_for
+
+    fake_url, _ = fake_outside
+    text = "User has a cold today."
+    async with make_pool(database_url, 1) as pool, pool.connection() as conn:
+        expired = await memories.add_or_find_memory(
+            conn, user_id=USERS[0], content=text, embedding=vector_for(text), model="mistral-embed",
+            attributes=FactAttributes(memory_type="temporary", expires_at=datetime.now(UTC) - timedelta(days=1)))
+
+    def retired() -> bool:
+        with psycopg.connect(database_url) as conn:
+            row = conn.execute("SELECT superseded_at FROM users_vectors WHERE vector_id = %s", [expired]).fetchone()
+        return row is not None and row[0] is not None
+
+    env = {**os.environ, "DATABASE_URL": database_url, "MEMORY_PROXY_DATA_DIR": str(tmp_path),
+           "EMBEDDING_BASE_URL": fake_url, "MEMORY_LLM_BASE_URL": fake_url, "MISTRAL_API_KEY": "x",
+           "MAINTENANCE_INTERVAL_SECONDS": "1"}
+    process = subprocess.Popen([sys.executable, "-m", "memory_proxy", "worker"], env=env,  # noqa: ASYNC220 — spawning returns at once
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        await poll(retired, 30)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        output = process.communicate(timeout=30)[0].decode()
+    assert process.returncode == 0, output
