@@ -1,6 +1,6 @@
 """A formation job's payload: what a chat turn hands the formation worker, as a typed, versioned record.
 
-The chat turn writes it (pipeline.formation_payload), the outbox holds it (spool files are JSON), the queue
+The chat turn writes it (chat/turn.formation_payload), the outbox holds it (spool files are JSON), the queue
 stores it (`memory_jobs.payload`, jsonb) and the worker reads it (formation/steps.py). `to_json` writes the
 current version; `from_json` reads every version that may still wait in a queue, a spool file or a dead job:
 

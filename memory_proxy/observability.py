@@ -17,6 +17,7 @@ import structlog
 from prometheus_client import Counter, Gauge, Histogram
 
 from . import log_text
+from .formation.drops import Drop
 
 # Buckets sized for added latency: sub-millisecond relay work up to multi-second upstreams.
 _FAST_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
@@ -109,10 +110,8 @@ DATABASE_RESTARTS = Counter(
 )
 FACTS_DROPPED = Counter(
     "memory_proxy_facts_dropped_total",
-    "Facts the memory LLM returned that were not stored, by reason: not_about_user, request (what the "
-    "user asked for, not what they are), secret, empty, "
-    "too_long, not_one_fact (a paraphrased passage), unsupported (not in the user's own words: invented, "
-    "copied, from a document), known (only restates a memory injected into the turn), repeated, over_cap.",
+    "Facts the memory LLM returned that were not stored, by reason (formation/drops.py): "
+    + ", ".join(Drop) + ".",
     ["reason"],
 )
 JOB_EVENTS = Counter(
@@ -158,7 +157,7 @@ TOOL_CALLS = Counter(
 TOOL_TURNS = Counter(
     "memory_proxy_tool_turns_total",
     "Identified chat turns offered the memory tools, counted when their rounds end in the reply relayed to the "
-    "client (tool_rounds.py, tool_stream.py), by the upstream rounds before that reply, as the memory_retrieval "
+    "client (tools/rounds.py, tools/streamed_rounds.py), by the upstream rounds before that reply, as the memory_retrieval "
     "line counts them (0 to 3; 0: the model called none of our tools). Not counted: a turn whose offer the "
     "upstream refused (memory_proxy_tool_calls_total{tool=\"all\",outcome=\"rejected\"}) or that ended in an "
     "upstream error.",
@@ -167,7 +166,7 @@ TOOL_TURNS = Counter(
 WRITTEN_CALLS = Counter(
     "memory_proxy_tool_calls_written_total",
     "Memory tool calls a model wrote as its text instead of as tool_calls, read as calls (memory_proxy/"
-    "written_calls.py): many small models do so behind llama.cpp's server; each is also in tool_calls_total.",
+    "tools/text_calls.py): many small models do so behind llama.cpp's server; each is also in tool_calls_total.",
 )
 SCANS = Counter("memory_proxy_secret_scans_total",
                 "Secret scans and formation's reading of a turn and checks of its facts, run off the event loop (memory_proxy/redact/scan_pool.py), by where (thread: a small "

@@ -26,6 +26,7 @@ from ..http.guards import Connection, provide_services, require_any_key
 from ..services import Services
 from ..store import manage, proposals, teams
 from ..store.scope import acting_member
+from ..store.teams import Holder
 from .input_bounds import MAX_BODY_BYTES, checked_request
 from .memory_routes import (
     API_PREFIX,
@@ -65,7 +66,7 @@ async def team_role(connection: Connection, route: BaseRouteHandler) -> None:
 
 
 async def team_holder(request: Request[Any, Any, Any]) -> str:
-    return teams.principal(checked_team_id(request.path_params["team_id"]))
+    return Holder.team(checked_team_id(request.path_params["team_id"])).principal
 
 
 @get("/proposals", summary="The team's pending facts (TEAM_FACTS=review), oldest first: editors",
@@ -73,7 +74,7 @@ async def team_holder(request: Request[Any, Any, Any]) -> str:
 async def list_proposals(services: NamedDependency[Services], user_id: NamedDependency[str]) -> dict[str, Any]:
     async with services.pool.connection() as conn:
         found = await proposals.pending(conn, user_id)
-    return {"team": user_id.removeprefix(teams.PRINCIPAL_PREFIX), "data": [asdict(p) for p in found]}
+    return {"team": Holder(user_id).team_id, "data": [asdict(p) for p in found]}
 
 
 @post("/proposals/{proposal_id:int}/accept", status_code=200, opt={EDITORS_ONLY: True},

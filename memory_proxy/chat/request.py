@@ -95,7 +95,7 @@ def parse_chat_body(raw: bytes) -> dict[str, Any]:
 
 
 def users_message(messages: list[Any]) -> str:
-    """The user's part of the latest user message (memory/evidence.users_part: without OpenWebUI's RAG template
+    """The user's part of the latest user message (formation/evidence.users_part: without OpenWebUI's RAG template
     and its documents, which are never the user's), read from a bounded head and tail of a long message."""
     text = latest_user_text(messages)
     if len(text) > MAX_READ_CHARS:

@@ -13,7 +13,7 @@ from ..observability import FAIL_OPEN, MEMORIES_INJECTED, RETRIEVAL_OUTCOMES, lo
 from ..records import Memory
 from ..retrieval.retrieve import memories_for_turn
 from ..services import Services
-from ..store import teams
+from ..store.teams import Holder
 from .inject import has_client_memory, within_budget
 from .request import search_query, users_message
 
@@ -60,7 +60,7 @@ async def turn_memories(services: Services, user_id: str, body: dict[str, Any],
 def _by_holder(user_id: str, memories: list[Memory]) -> dict[str, list[str]]:
     held: dict[str, list[str]] = {}
     for m in memories:
-        held.setdefault(teams.principal(m.team) if m.team else user_id, []).append(m.id)
+        held.setdefault(Holder.of_memory(user_id, m.team).principal, []).append(m.id)
     return held
 
 

@@ -44,6 +44,8 @@ from anyascii import anyascii
 from rapidfuzz import fuzz, process
 from text_to_num import alpha2digit
 
+from .drops import Drop
+
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*", re.UNICODE)
 _NUMBER = re.compile(r"(\d+(?:[.,]\d+)?)\s?([kK]\b)?")
 _THOUSANDS = re.compile(r"(?<=\d)[.,\s'’\u00a0\u202f](?=\d{3}(?!\d))")  # "150 000", "1.200", "12,500"
@@ -267,16 +269,16 @@ def unsaid_names(fact: str, *, said: OwnWords, earlier: list[str]) -> list[str]:
     return unsaid
 
 
-def grounding(fact: str, *, said: OwnWords, earlier: list[str], elsewhere: str, said_on: date) -> str | None:
-    """Why `fact` is not grounded in the user's words ("not_users_words", "unsupported"), or None when it is
+def grounding(fact: str, *, said: OwnWords, earlier: list[str], elsewhere: str, said_on: date) -> Drop | None:
+    """Why `fact` is not grounded in the user's words (NOT_USERS_WORDS, UNSUPPORTED), or None when it is
     (see the module docstring). `earlier` are the user's own words before this message; `elsewhere` is
     the text the turn showed that is not the user's."""
     theirs, other = Source.of(said.text, *earlier), Source.of(elsewhere, said.left_out)
     for name in unsaid_names(fact, said=said, earlier=earlier):
         if other.has(_folded(name), spaced=not _uncased(name), near=False):
-            return "not_users_words"
+            return Drop.NOT_USERS_WORDS
     for number in _numbers(fact, said_on):
         if number <= SMALL_NUMBER or (number.is_integer() and YEARS[0] <= number <= YEARS[1]) or number in theirs.numbers:
             continue
-        return "not_users_words" if number in other.numbers else "unsupported"
+        return Drop.NOT_USERS_WORDS if number in other.numbers else Drop.UNSUPPORTED
     return None

@@ -96,7 +96,7 @@ Numbers = Annotated[list[int], BeforeValidator(_numbers)]
 async def extract_facts(llm: MemoryLLM, *, today: str, before: str, message: str, teams: str = "") -> Extraction:
     """The call reads the message alone, not the user's memories: a small model shown known facts copies
     them instead of the news. Comparing with what is known is the relate call's (formation/resolve.py). `teams`:
-    for a user in a team, what the call is told of their teams (memory/whose.teams_block)."""
+    for a user in a team, what the call is told of their teams (formation/team_facts.teams_block)."""
     turn = render("extract_turn.md", today=today, teams=teams, before=neutral(before) or "none",
                   message=neutral(message))
     return await llm.structured(Extraction, [{"role": "system", "content": load_prompt("memory.md")},

@@ -18,7 +18,7 @@ every language ("is an accountant at Orvel" → "joined a start-up called Pinecr
 The fixed instructions (memory_proxy/prompts/memory.md, one system message for every formation call) come first, so
 that a local server keeps them in its prompt cache whichever call comes next. What stays deterministic is bookkeeping: exact duplicates are
 found before any call (formation/steps.py), and the flip-flop rule (only a strictly newer statement
-replaces) is applied where the decision is written (worker.apply_resolutions).
+replaces) is applied where the decision is written (formation/write.py).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
 from ..prompts import load_prompt, render
 from ..records import FactAttributes, Memory
+from ..store.teams import Holder
 from .extract import Numbers, neutral, numbered
 from .memory_llm import MemoryLLM
 
@@ -54,7 +55,7 @@ class Resolution:
     target_id: str | None
     reason: str
     attributes: FactAttributes = field(default_factory=FactAttributes)
-    holder: str = ""  # whose memories it changes: a team's principal ("team:<id>"); "" for the job's user
+    holder: Holder | None = None  # whose memories it changes: a team's; None for the job's user
     propose: bool = False  # a team's fact under TEAM_FACTS=review: kept apart for the team's editors
 
 

@@ -3,7 +3,7 @@
 The memory LLM judges what the user's words mean; deterministic code only guards what no model may be
 trusted with (provenance, secrets, grounding, size, duplicates, the flip-flop rule, audit).
 
-1. Provenance (memory/evidence.own_words): only the user's own words reach the model; pasted documents,
+1. Provenance (formation/evidence.own_words): only the user's own words reach the model; pasted documents,
    RAG context, code, quotes and lines addressed to a machine are left out (and kept apart: no fact may
    come from them). A turn with no words left, or only "ok thanks" (FORMATION_SKIP_TRIVIAL), stops here.
    Then the provenance call (formation/provenance.py; FORMATION_PROVENANCE_CHECK, off by default) may leave
@@ -12,26 +12,26 @@ trusted with (provenance, secrets, grounding, size, duplicates, the flip-flop ru
 2. The extraction call (formation/extract.py) reads the own words (and the assistant's message before, for
    reference): the new lasting facts, each typed, and what the user asks to forget, if anything.
 3. A forget request: the user's memories nearest to what it names are shown to the model, which picks
-   the ones the request names (memory/resolve.forgotten); each is retired (audited as `forget`).
+   the ones the request names (formation/resolve.forgotten); each is retired (audited as `forget`).
 4. Each fact is kept only if it is about the user ("User …"), holds no secret (formation/memory_text.py), fits
-   the size limits, and is grounded (memory/evidence.grounding): its names and numbers come from the
+   the size limits, and is grounded (formation/evidence.grounding): its names and numbers come from the
    user's words (this message or their earlier ones in the chat) or the turn's date, not from the
    assistant's words or the prompt's examples. Each one left out is logged with its reason. These checks
    run in a worker process with a deadline (memory_proxy/redact/scan_pool.py), never on the event loop.
    For a user in a team (TEAM_FACTS review or auto), the extraction call is shown the user's teams and writes a
    team's fact about the team it names ("Team platform's …", formation/team_facts.py): it passes the same guards about
-   the team ("Team …"), then the model confirms the user stated it (memory/whose.stated, a yes/no call each).
+   the team ("Team …"), then the model confirms the user stated it (formation/team_facts.stated, a yes/no call each).
 5. Each kept fact that is not an exact duplicate is compared with its nearest memories by the model
-   (memory/resolve.relate); a replace, refine or ignore is acted on only once the model confirms it for
-   that pair (memory/resolve.confirmed), else the fact is added. The memories the chat model stored with
+   (formation/resolve.relate); a replace, refine or ignore is acted on only once the model confirms it for
+   that pair (formation/resolve.confirmed), else the fact is added. The memories the chat model stored with
    the `remember` tool in this turn (the payload's `remembered`) are always among those compared, and are
    protected: a fact the model relates to one of them (confirmed) is not stored, whether it says the same,
    more or something else, and neither that fact nor a forget request of the same turn retires it (the
    chat model read the same words; a second reading does not correct it). Facts that expire sooner never
-   retire longer-lived memories (`_settle`). The worker writes the outcome in one transaction with the
-   job's completion.
+   retire longer-lived memories (`_settle`). The write step (formation/write.py) stores the outcome in one transaction
+   with the job's completion: the flip-flop rule, the caps, a team's proposals, the audit.
 
-A reply that cannot be read (memory/llm.MalformedReply) is an empty answer, logged in `malformed`: no
+A reply that cannot be read (formation/memory_llm.MalformedReply) is an empty answer, logged in `malformed`: no
 facts, nothing related (the fact is added), nothing forgotten. Only a failure to reach the model fails
 the job (it is retried).
 """
@@ -58,7 +58,8 @@ from ..retrieval.contentless import contentless
 from ..settings import FormationSettings
 from ..store import memories, search, teams
 from ..store.scope import user_scope
-from ..store.teams import Team
+from ..store.teams import Holder, Team
+from .drops import Drop
 from .evidence import OwnWords, grounding, names, own_words
 from .extract import SECRET, ExtractedFact, Extraction, extract_facts
 from .memory_llm import MalformedReply, MemoryLLM
@@ -73,9 +74,6 @@ MAX_FACT_WORDS = 24  # a longer "fact" is a paraphrased passage, not one fact
 MAX_FACTS_READ = 2 * MAX_FACTS_PER_TURN  # of one reply: the rest cannot be kept anyway, and each costs a scan
 FORGET_CANDIDATES = 10
 MAX_CONFIRMATIONS = 2  # destructive proposals checked per fact; past them the fact is added
-NOT_ABOUT_USER = "not_about_user"  # why a fact whose subject is not the user is dropped
-TEAM_DROP = "team_"  # how the reason a fact written about a team is dropped starts
-UNKNOWN_TEAM = TEAM_DROP + "unknown"  # why a fact written about a team that is none of the user's is dropped
 REMEMBERED = "the chat model remembered it in this turn"  # why a protected memory is left as it is
 
 _ABOUT_USER = re.compile(r"^(the\s+)?user\b", re.I)
@@ -106,7 +104,7 @@ class Turn:
 
 
 def users_words(payload: FormationPayload) -> tuple[OwnWords, bool, list[str]]:
-    """A turn's own words (memory/evidence.own_words), whether they say nothing worth a model call
+    """A turn's own words (formation/evidence.own_words), whether they say nothing worth a model call
     (FORMATION_SKIP_TRIVIAL), and the user's own words of the earlier messages the job holds."""
     said = own_words(payload.user_message)
     earlier = [own_words(text).text for text in payload.earlier("user")]
@@ -151,26 +149,27 @@ async def form(turn: Turn, *, pool: AsyncConnectionPool, embedder: Embedder, llm
         teams_kept, unstated = await stated(llm, said.text[:MAX_MESSAGE_CHARS], teams_kept, formation.malformed)
         dropped += unstated
     formation.dropped += dropped
-    scoped = [(text, fact, "") for text, fact in kept]  # (text, fact, holder: "" the user's own)
+    scoped: list[tuple[str, ExtractedFact, Holder | None]] = [(text, fact, None) for text, fact in kept]  # None: the user's
     if mine:
-        team_drops = [d["why"] for d in dropped if d["why"].startswith(TEAM_DROP)]
+        team_drops = [d["why"] for d in dropped if Drop(d["why"]).about_team]
         formation.scope = {"teams": len(mine), "written": len(teams_kept) + len(team_drops),
-                           "unknown": team_drops.count(UNKNOWN_TEAM), "kept": len(teams_kept)}
-        scoped += [(text, fact, teams.principal(team.id)) for text, fact, team in teams_kept]
+                           "unknown": team_drops.count(Drop.TEAM_UNKNOWN), "kept": len(teams_kept)}
+        scoped += [(text, fact, Holder.team(team.id)) for text, fact, team in teams_kept]
     if not scoped:
         return formation
     vectors = await embedder.embed([embedding_text(text, turn.said_at) for text, _, _ in scoped])
-    compared: list[tuple[str, ExtractedFact, list[float], list[Memory], str]] = []
+    compared: list[tuple[str, ExtractedFact, list[float], list[Memory], Holder | None]] = []
     async with pool.connection() as conn, user_scope(conn, turn.user_id):  # a team's rows: a member's scope
         remembered = await _remembered(conn, turn)
         for (text, fact, holder), vector in zip(scoped, vectors, strict=True):
             attributes = FactAttributes(memory_type=fact.type, expires_at=settings.expiry(fact.type, turn.said_at))
-            same = await memories.find_same_text(conn, holder or turn.user_id, text)
+            whose = (holder or Holder(turn.user_id)).principal
+            same = await memories.find_same_text(conn, whose, text)
             if same:
                 formation.resolutions.append(Resolution(text, vector, "ignore", same, "exact duplicate", attributes,
                                                         holder))
                 continue
-            neighbors = await search.neighbours(conn, user_id=holder or turn.user_id, model=embedder.model,
+            neighbors = await search.neighbours(conn, user_id=whose, model=embedder.model,
                                                 embedding=vector, top_k=settings.neighbors, min_score=-1.0,
                                                 include_global=False)
             # a team's fact is compared with the team's memories only: it never changes the user's own
@@ -216,30 +215,29 @@ def kept_by_holder(facts: list[ExtractedFact], mine: list[Team], said: OwnWords,
                                "\n".join([elsewhere, teams_block(mine)]), said_at, known)
     team_kept, team_dropped = _kept_team_facts([f for f, team in zip(read, about_team, strict=True) if team], mine,
                                                said, earlier, elsewhere, said_at, known)
-    return kept, team_kept, dropped + team_dropped + [{"fact": "", "why": "over_cap"} for _ in facts[MAX_FACTS_READ:]]
+    return kept, team_kept, dropped + team_dropped + [{"fact": "", "why": Drop.OVER_CAP} for _ in facts[MAX_FACTS_READ:]]
 
 
 def _kept_team_facts(facts: list[ExtractedFact], mine: list[Team], said: OwnWords, earlier: list[str],
                      elsewhere: str, said_at: datetime, known: Sequence[str]
                      ) -> tuple[list[tuple[str, ExtractedFact, Team]], list[dict[str, str]]]:
     """The facts written about a team worth storing, each as its team's sentence ("Team's …",
-    memory/whose.team_of) with the team, and each one left out with its reason, marked `TEAM_DROP`: naming none
-    of the user's teams (`UNKNOWN_TEAM`), or failing a guard of `kept_facts` (about the team instead of the
-    user)."""
+    team_facts.team_of) with the team, and each one left out with its reason's team form: naming none of the
+    user's teams (`TEAM_UNKNOWN`), or failing a guard of `kept_facts` (about the team instead of the user)."""
     kept: list[tuple[str, ExtractedFact, Team]] = []
     dropped: list[dict[str, str]] = []
     for fact in facts:
         named = team_of(fact.fact.strip(), mine)
         if named is None:
-            dropped.append({"fact": memory_content(fact.fact.strip()).text[:200], "why": UNKNOWN_TEAM,
+            dropped.append({"fact": memory_content(fact.fact.strip()).text[:200], "why": Drop.TEAM_UNKNOWN,
                             "type": fact.type})
             continue
         content = memory_content(named.text)
-        why = SECRET if fact.type == SECRET else _why_not(
-            content, [text for text, _, _ in kept], _ABOUT_TEAM, "not_about_team") or _ungrounded(
+        why = Drop.SECRET if fact.type == SECRET else _why_not(
+            content, [text for text, _, _ in kept], _ABOUT_TEAM, Drop.NOT_ABOUT_TEAM) or _ungrounded(
             content.text, said, earlier, elsewhere, said_at, known)
         if why:
-            dropped.append({"fact": content.text[:200], "why": TEAM_DROP + why, "type": fact.type})
+            dropped.append({"fact": content.text[:200], "why": why.for_team(), "type": fact.type})
         else:
             kept.append((content.text, fact, named.team))
     return kept, dropped
@@ -327,18 +325,18 @@ def kept_facts(facts: list[ExtractedFact], said: OwnWords, earlier: list[str], e
     dropped: list[dict[str, str]] = []
     for fact in facts[:MAX_FACTS_READ]:
         content = memory_content(_ABOUT_USER.sub("User", fact.fact.strip(), count=1))
-        why = "secret" if fact.type == SECRET else _why_not(content, [text for text, _ in kept]) or _ungrounded(
+        why = Drop.SECRET if fact.type == SECRET else _why_not(content, [text for text, _ in kept]) or _ungrounded(
             content.text, said, earlier, elsewhere, said_at, known)
         if why:
             dropped.append({"fact": content.text[:200], "why": why, "type": fact.type})  # redacted: it is logged
         else:
             kept.append((content.text, fact))
-    return kept, dropped + [{"fact": "", "why": "over_cap"} for _ in facts[MAX_FACTS_READ:]]
+    return kept, dropped + [{"fact": "", "why": Drop.OVER_CAP} for _ in facts[MAX_FACTS_READ:]]
 
 
 def _ungrounded(text: str, said: OwnWords, earlier: list[str], elsewhere: str, said_at: datetime,
-                known: Sequence[str]) -> str | None:
-    """Why a fact is not grounded (memory/evidence.grounding), "known" when it only restates one of the turn's
+                known: Sequence[str]) -> Drop | None:
+    """Why a fact is not grounded (formation/evidence.grounding), "known" when it only restates one of the turn's
     memories (`known`: all its words in it; a restatement in the user's own words is grounded and goes on to
     be matched with the memory it repeats), or None; also None when the user's words and those memories
     hold its names and numbers: an update that names the old value ("moved from port 5432 to 5433")."""
@@ -347,30 +345,30 @@ def _ungrounded(text: str, said: OwnWords, earlier: list[str], elsewhere: str, s
         return why
     words = set(_WORD.findall(text.lower()))
     if words and any(words <= set(_WORD.findall(memory.lower())) for memory in known):
-        return "known"  # not invented: the model restated what the turn was told
+        return Drop.KNOWN  # not invented: the model restated what the turn was told
     return None if grounding(text, said=said, earlier=[*earlier, *known], elsewhere=elsewhere,
                              said_on=said_at.date()) is None else why
 
 
 def _why_not(content: Content, kept: list[str], about: re.Pattern[str] = _ABOUT_USER,
-             off_subject: str = NOT_ABOUT_USER) -> str | None:
+             off_subject: Drop = Drop.NOT_ABOUT_USER) -> Drop | None:
     """Why a fact is not stored whatever it says (memory_proxy_facts_dropped_total{reason}), or None; `about`:
     the subject it must start with (the user's, by default)."""
     if content.oversized:
-        return "too_long"
+        return Drop.TOO_LONG
     if not content.text or not _WORD.search(about.sub("", content.text, count=1)):  # "" or a bare "Team."
-        return "empty"
+        return Drop.EMPTY
     if not about.match(content.text):
         return off_subject
     if content.secrets:
-        return "secret"
+        return Drop.SECRET
     if content.problem:
-        return "too_long"
+        return Drop.TOO_LONG
     if len(content.text.split()) > MAX_FACT_WORDS:
-        return "not_one_fact"
+        return Drop.NOT_ONE_FACT
     if same_text_key(content.text) in {same_text_key(k) for k in kept}:
-        return "repeated"
-    return "over_cap" if len(kept) >= MAX_FACTS_PER_TURN else None
+        return Drop.REPEATED
+    return Drop.OVER_CAP if len(kept) >= MAX_FACTS_PER_TURN else None
 
 
 async def _forgotten(turn: Turn, said: OwnWords, what: str, *, pool: AsyncConnectionPool, embedder: Embedder,

@@ -6,7 +6,7 @@ writes a team's fact starting with "Team" and the team's name ("Team platform's 
 Ardent."). Here that form is read: the team it names must be one of the user's teams now (by the name the
 model was shown: its name, or its id when two share a name; "Team's …" names the only team of a user in one),
 and the name is taken off ("Team's build server runs on Ardent."), since the memory is marked with its team
-wherever it is shown. Formation then guards the team's sentence as any fact (memory/formation.kept_by_holder).
+wherever it is shown. Formation then guards the team's sentence as any fact (formation/steps.kept_by_holder).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from ..prompts import render
 from ..store.teams import Team
+from .drops import Drop
 from .extract import ExtractedFact, neutral
 from .memory_llm import MalformedReply, MemoryLLM
 from .resolve import check
@@ -23,7 +24,6 @@ from .resolve import check
 MAX_ABOUT_CHARS = 200  # of what a team works on, as the model is shown it
 STATED = ("Does the message say this fact is true of the user's team, as something the user knows "
           "(not a question, a request, a plan or a general remark)?")
-UNSTATED = "team_unstated"  # why a team fact the model did not confirm is dropped
 
 _TEAM_SUBJECT = re.compile(r"^(the\s+)?team\b\s*", re.I)
 _POSSESSIVE = re.compile(r"^['’]s\b\s*", re.I)
@@ -97,7 +97,7 @@ def _about_team(rest: str) -> str:
 async def stated(llm: MemoryLLM, message: str, facts: list[tuple[str, ExtractedFact, Team]], malformed: list[str]
                  ) -> tuple[list[tuple[str, ExtractedFact, Team]], list[dict[str, str]]]:
     """The team facts the model confirms the user's `message` states (one yes/no call each, in the model's own
-    judgement: every member is shown a team's memory), and each one it does not, as a drop (`UNSTATED`). A reply
+    judgement: every member is shown a team's memory), and each one it does not, as a drop (`TEAM_UNSTATED`). A reply
     that cannot be read confirms nothing (noted in `malformed`, as formation notes every such reply)."""
     kept, dropped = [], []
     for text, fact, team in facts:
@@ -109,5 +109,5 @@ async def stated(llm: MemoryLLM, message: str, facts: list[tuple[str, ExtractedF
         if yes:
             kept.append((text, fact, team))
         else:
-            dropped.append({"fact": text, "why": UNSTATED})
+            dropped.append({"fact": text, "why": Drop.TEAM_UNSTATED})
     return kept, dropped

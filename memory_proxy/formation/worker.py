@@ -1,4 +1,4 @@
-"""The formation worker: claim job → extract → resolve → apply in one transaction → finish.
+"""The formation worker: claim job → form (steps.py) → write in one transaction with its end (write.py) → finish.
 
 Runs inside `serve` (WORKER_IN_PROCESS) or as `memory-proxy worker`; any number of workers share the
 queue. A job's memory writes and its `done` mark commit together, and only while this worker still
@@ -22,7 +22,6 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 import psycopg
-from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from ..embedding.embedders import Embedder
@@ -40,13 +39,12 @@ from ..observability import (
 )
 from ..redact.scan_pool import Scanner
 from ..settings import FormationSettings, MaintenanceSettings
-from ..store import jobs, manage, memories, proposals, teams
+from ..store import jobs, memories
 from ..store.scope import acting_member, user_scope
-from ..store.teams import PRINCIPAL_PREFIX
 from .maintain import maintain_if_free
 from .memory_llm import WAITING, MemoryLLM
-from .resolve import Resolution
 from .steps import Formation, Turn, form
+from .write import keep_versions, write_decisions
 
 if TYPE_CHECKING:
     from ..services import Services
@@ -63,66 +61,6 @@ class LeaseLost(Exception):
 
 def backoff_seconds(settings: FormationSettings, attempts: int) -> float:
     return float(min(settings.retry_base_s * 2 ** max(attempts - 1, 0), MAX_BACKOFF_S))
-
-
-async def apply_resolutions(conn: AsyncConnection[Any], job: jobs.Job, resolutions: list[Resolution],
-                            model: str, max_memories: int) -> list[dict[str, Any]]:
-    """Write the decisions for `job.user_id`, each to its holder: the user's own memories, or a team's (inside
-    the caller's transaction, in the user's scope: a team's rows only while the user is a member); return
-    them as logged.
-
-    Flip-flop rule: a replace, refine or forget only happens when this statement is strictly newer than
-    the memory it retires; otherwise it is ignored. A target already retired by another job makes a
-    replacing fact an add (and a forget a no-op). A holder with `max_memories` active memories gets no
-    new one (a replacement keeps the count, so it still happens).
-    """
-    applied: list[dict[str, Any]] = []
-    # Each holder's count lock first, in one order (a team's is shared by its members' concurrent jobs).
-    adding = sorted({r.holder or job.user_id for r in resolutions if r.action == "add" and not r.propose})
-    active = {holder: await memories.count_memories(conn, holder, lock=True) for holder in adding}
-    for r in resolutions:
-        holder = r.holder or job.user_id
-        entry: dict[str, Any] = {"fact": r.fact, "action": r.action, "target_id": r.target_id, "reason": r.reason,
-                                 **({"team": r.holder.removeprefix(PRINCIPAL_PREFIX)} if r.holder else {})}
-        if r.propose and r.action in ("add", "replace", "refine"):  # TEAM_FACTS=review: for the team's editors
-            entry.update(action="propose", proposal_id=await proposals.propose(
-                conn, holder=holder, proposed_by=job.user_id, content=r.fact, embedding=r.embedding, model=model,
-                action=r.action, replaces=r.target_id, reason=r.reason, stated_at=job.said_at,
-                attributes=r.attributes))
-            applied.append(entry)
-            continue
-        if r.action in ("replace", "refine", "forget") and r.target_id:
-            locked = await memories.lock_active_link(conn, holder, r.target_id)
-            stated_at = locked.stated_at if locked else None
-            if stated_at is None:
-                entry.update(action="add" if r.action in ("replace", "refine") else "ignore", target_id=None,
-                             reason=f"{r.reason} (target already retired)")
-            elif job.said_at <= stated_at:
-                entry.update(action="ignore", reason="flip-flop rule: the stored memory is not older")
-        if entry["action"] == "add" and holder not in active:
-            active[holder] = await memories.count_memories(conn, holder, lock=True)
-        if entry["action"] == "add" and active[holder] >= max_memories:
-            entry.update(action="ignore", reason=f"{holder} holds {active[holder]} active memories (MAX_MEMORIES_PER_USER)")
-            FACTS_DROPPED.labels("user_cap").inc()
-            log.warning("memory_limit", limit="max_memories_per_user", user_id=holder, active=active[holder])
-        elif entry["action"] == "add":
-            active[holder] += 1
-        if entry["action"] == "forget":
-            await memories.retire_memory(conn, user_id=holder, vector_id=r.target_id or "",
-                                         reason=r.reason, action="forget")
-        elif entry["action"] in ("add", "replace", "refine"):
-            new_id = await memories.add_memory(conn, user_id=holder, content=r.fact, embedding=r.embedding,
-                                               model=model, stated_at=job.said_at, attributes=r.attributes)
-            if new_id is None:  # the holder already has this exact text (a concurrent job stored it)
-                new_id = await memories.find_same_text(conn, holder, r.fact)
-                if entry["action"] == "add":
-                    entry.update(action="ignore", target_id=new_id, reason="exact duplicate")
-            if entry["action"] in ("replace", "refine") and new_id:
-                await memories.supersede_memory(conn, user_id=holder, old_id=entry["target_id"],
-                                                new_id=new_id, reason=r.reason, action=entry["action"])
-            entry["memory_id"] = new_id
-        applied.append(entry)
-    return applied
 
 
 class Worker:
@@ -165,8 +103,8 @@ class Worker:
                 async with self.pool.connection() as conn, user_scope(conn, job.user_id):
                     if not await jobs.hold(conn, job_id=job.id, worker_id=self.worker_id):
                         raise LeaseLost(f"job {job.id} was taken over by another worker, or erased")
-                    decisions = await apply_resolutions(conn, job, formation.resolutions, self.embedder.model,
-                                                        self.settings.max_memories)
+                    decisions = await write_decisions(conn, job, formation.resolutions, self.embedder.model,
+                                                      self.settings.max_memories)
                     if not await jobs.complete(conn, job_id=job.id, worker_id=self.worker_id):
                         raise LeaseLost(f"job {job.id} was taken over by another worker")
             finally:
@@ -183,27 +121,13 @@ class Worker:
             return status
         finally:
             FORMATION_LATENCY.observe(time.perf_counter() - started)
-        await self._keep_versions(job.user_id, decisions)
+        await keep_versions(self.pool, job.user_id, decisions, self.settings.max_versions)
         self._count(formation, decisions)
         log.info("memory_decision", **context, status="skipped" if formation.skipped else "done",
                  reason=formation.skipped, extracted_count=formation.extracted, decisions=decisions,
                  dropped=formation.dropped, malformed=formation.malformed, scope=formation.scope,
                  duration_ms=round((time.perf_counter() - started) * 1000, 1))
         return "done"
-
-    async def _keep_versions(self, user_id: str, decisions: list[dict[str, Any]]) -> None:
-        """MAX_VERSIONS_PER_MEMORY for the memories this job replaced: after the job's commit, so that a
-        failure here (logged) loses nothing and never fails a job that is done."""
-        replaced = [(teams.principal(d["team"]) if "team" in d else user_id, d["memory_id"]) for d in decisions
-                    if d["action"] in ("replace", "refine") and d.get("memory_id")]
-        if not replaced:
-            return
-        try:
-            async with self.pool.connection() as conn:
-                for holder, memory_id in replaced:
-                    await manage.keep_versions(conn, holder, memory_id, self.settings.max_versions)
-        except (psycopg.Error, OSError) as exc:
-            log.warning("keep_versions_failed", user_id=user_id, error=f"{type(exc).__name__}: {exc}"[:300])
 
     @staticmethod
     def _count(formation: Formation, decisions: list[dict[str, Any]]) -> None:

@@ -34,7 +34,7 @@ import jwt
 from ..errors import AuthenticationFailed, BadRequest
 from ..private_files import create_private, private_dir
 from ..settings import ServerSettings
-from ..store.teams import MAX_MIRRORED_GROUPS, PRINCIPAL_PREFIX, TEAM_ID
+from ..store.teams import MAX_MIRRORED_GROUPS, PRINCIPAL_PREFIX, TEAM_ID, Holder
 
 MAX_USER_ID_LENGTH = 255
 # Not in a one-line name (a user id, a team name): control characters, NUL, lone surrogates
@@ -51,7 +51,7 @@ def checked_user_id(raw: str, source: str) -> str:
                          code="invalid_user_id")
     if NOT_ONE_LINE.search(user_id):
         raise BadRequest(f"the user id ({source}) holds control characters", code="invalid_user_id")
-    if user_id[:len(PRINCIPAL_PREFIX)].lower() == PRINCIPAL_PREFIX:
+    if Holder.reserved(user_id):
         raise BadRequest(f"the user id ({source}) starts with {PRINCIPAL_PREFIX!r}, which names a team's memories",
                          code="invalid_user_id")
     return user_id

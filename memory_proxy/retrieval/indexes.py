@@ -39,7 +39,7 @@ import psycopg_pool
 from ..observability import INDEX_LOOKUPS, INDEX_USERS, log
 from ..store import snapshot
 from ..store.scoring import COLD_START_THRESHOLD
-from ..store.teams import PRINCIPAL_PREFIX, TeamRef
+from ..store.teams import Holder, TeamRef
 from .late_interaction import Tokens
 from .user_index import UserIndex
 
@@ -184,8 +184,9 @@ class Indexes:
                 rows = await snapshot.read_user(conn, user_id, MAX_MEMORIES, held)
             index = None
             # A user with fewer memories is searched in SQL, with the global memories; a team never is.
-            if rows is not None and (len(rows) >= COLD_START_THRESHOLD or user_id.startswith(PRINCIPAL_PREFIX)):
-                cap = self._budget / (TEAM_SHARE if user_id.startswith(PRINCIPAL_PREFIX) else USER_SHARE)
+            team = Holder(user_id).is_team
+            if rows is not None and (len(rows) >= COLD_START_THRESHOLD or team):
+                cap = self._budget / (TEAM_SHARE if team else USER_SHARE)
                 index = await asyncio.to_thread(UserIndex.of, rows, self._model, self._tokenize, base)
                 if index.nbytes > cap and self._tokenize is not None:  # word states are most of it
                     index = await asyncio.to_thread(UserIndex.of, rows, self._model)

@@ -42,6 +42,7 @@ from ..records import Memory
 from ..settings import RetrievalSettings
 from ..store import search, snapshot, teams
 from ..store.scoring import RECENT_LIMIT
+from ..store.teams import Holder
 from .contentless import contentless
 from .indexes import Indexes
 from .rank import rank
@@ -188,7 +189,7 @@ async def _search(pool: psycopg_pool.AsyncConnectionPool, indexes: Indexes | Non
     searched = [t.id for t in known or ()]
     budget = settings.timeout_s if started is None else _left(started, settings.timeout_s)
     if indexes is not None:  # (each lookup starts a load of an index not held yet)
-        held = [indexes.get(user_id), *(indexes.get(teams.principal(t)) for t in searched)]
+        held = [indexes.get(user_id), *(indexes.get(Holder.team(t).principal) for t in searched)]
         if known is not None and all(index is not None for index in held):
             now, prepared = datetime.now(UTC), Query.of(vector, query)
             founds = [index.search(prepared, now=now, word_states=words, late_weight=settings.ranking.late_weight,
@@ -224,7 +225,7 @@ async def _still_active(pool: psycopg_pool.AsyncConnectionPool, indexes: Indexes
     beside it. A memory found gone is left out, not replaced by the next best. `known` None: the user's own
     memories only."""
     def holder(m: Memory) -> str:
-        return teams.principal(m.team) if m.team else user_id
+        return Holder.of_memory(user_id, m.team).principal
 
     wanted = {(holder(m), m.id) for m in chosen.all}
     if not wanted and known is None:

@@ -39,8 +39,7 @@ from .scoring import (
     RECENT_READ,
     Sql,
 )
-from .teams import MAX_TEAMS_READ, TeamRef
-from .teams import principal as teams_principal
+from .teams import MAX_TEAMS_READ, Holder, TeamRef
 
 SEARCH_CANDIDATES = 200  # binary-code neighbours re-ranked by exact cosine (recall@10 1.000 at 10,000)
 POSTINGS_PER_TERM = 500  # memories scored per query word at most (~6 µs each): an arbitrary 500 of a
@@ -225,7 +224,7 @@ async def search_scopes(conn: AsyncConnection[Any], *, user_id: str, teams: Coll
     async with in_user_scope(conn, user_id):
         held = await conn.execute(_MEMBERSHIPS, [user_id])
         mine = await _send(conn, params)
-        theirs = {team: await conn.execute(_STATEMENT, {**params, "user_id": teams_principal(team), "with_global": False,
+        theirs = {team: await conn.execute(_STATEMENT, {**params, "user_id": Holder.team(team).principal, "with_global": False,
                                                         "limit": team_limit if embedding is not None else 0},
                                            binary=True) for team in list(teams)[:MAX_TEAMS_READ]}
     memberships = tuple(TeamRef(*row) for row in await held.fetchall())

@@ -23,14 +23,39 @@ ROLES: tuple[Role, ...] = ("member", "editor")
 TEAM_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 MAX_NAME = 100
 MAX_ABOUT = 500
-# A team's memories are held by the principal "team:<id>" in the memory tables (memory_proxy/store/migrations/0013), which
-# let the team's members see them; no user id may start with it (memory_proxy/http/auth.py's checked_user_id).
 PRINCIPAL_PREFIX = "team:"
 
 
-def principal(team_id: str) -> str:
-    """Who holds a team's memories in the memory tables."""
-    return PRINCIPAL_PREFIX + team_id
+@dataclass(frozen=True, slots=True)
+class Holder:
+    """Who holds memory rows, as the memory tables' `user_id` column names them: a user by their id, a team by its
+    principal "team:<id>" (migrations/0013: the team's members see its rows). No user id may read as a principal
+    (`reserved`, refused where an id comes in: http/auth.py)."""
+
+    principal: str
+
+    @classmethod
+    def team(cls, team_id: str) -> Holder:
+        return cls(PRINCIPAL_PREFIX + team_id)
+
+    @classmethod
+    def of_memory(cls, user_id: str, team_id: str) -> Holder:
+        """Who holds a memory `user_id` was shown: its team (`Memory.team`), or the user when that is ""."""
+        return cls.team(team_id) if team_id else cls(user_id)
+
+    @property
+    def is_team(self) -> bool:
+        return self.principal.startswith(PRINCIPAL_PREFIX)
+
+    @property
+    def team_id(self) -> str:
+        """The team's id; "" for a user."""
+        return self.principal.removeprefix(PRINCIPAL_PREFIX) if self.is_team else ""
+
+    @staticmethod
+    def reserved(user_id: str) -> bool:
+        """Whether a user id would read as a team's principal, in any case."""
+        return user_id[:len(PRINCIPAL_PREFIX)].lower() == PRINCIPAL_PREFIX
 
 
 class TeamExists(Exception):

@@ -6,9 +6,9 @@ A call's arguments are data, never instructions, and every call gets an answer: 
 JSON, an unknown tool, a huge argument or a call past the turn's cap get a short tool result saying so,
 never an exception; a failure while running one says that it failed, and the turn goes on.
 
-- search_memory(query): the search the management API runs (memory/retrieve.retrieve_memories: hybrid
+- search_memory(query): the search the management API runs (retrieval/retrieve.retrieve_memories: hybrid
   search and ranking, above RETRIEVAL_MIN_SCORE), the user's own and the global memories; a JSON list of texts.
-- remember(fact): through formation's own guards (memory/formation.kept_facts): about the user ("User …"),
+- remember(fact): through formation's own guards (formation/steps.kept_facts): about the user ("User …"),
   no secret (memory_proxy/redact), one short fact within the size limits, and grounded in the user's own words
   of this conversation (memory/evidence: a name or number that only a document, a system message, the
   assistant or a tool result holds is refused). Stored as the management API stores a memory (under the
@@ -33,6 +33,7 @@ from typing import Any
 from ..chat.request import message_text
 from ..embedding.embedders import embed_one
 from ..embedding.memory_document import embedding_text
+from ..formation.drops import Drop
 from ..formation.evidence import OwnWords, unsaid_names, words
 from ..formation.extract import ExtractedFact
 from ..formation.steps import kept_facts, users_words
@@ -204,7 +205,7 @@ async def _own_words(turn: ToolTurn) -> tuple[OwnWords, list[str]]:
 def conversation_text(messages: list[Any]) -> str:
     """Every text the chat model read: system prompts, documents (a RAG template in a user message
     included: the formation payload holds only the user's part), the assistant's words, tool results. A
-    name or number found here but not in the user's own words is refused (memory/evidence.grounding looks
+    name or number found here but not in the user's own words is refused (formation/evidence.grounding looks
     in the user's words first)."""
     return "\n".join(message_text(m.get("content")) for m in messages if isinstance(m, dict))
 
@@ -220,7 +221,7 @@ async def _remember(turn: ToolTurn, fact: str, kind: str, messages: list[Any]) -
     extracted = ExtractedFact(fact=fact, **({"type": kind} if kind else {}))
     kept, dropped = await services.scanner.run(kept_facts, [extracted], said, earlier, elsewhere, turn.said_at)
     if kept and unsaid_names(kept[0][0], said=said, earlier=earlier):  # a name the user never said: invented
-        kept, dropped = [], [{"why": "unsupported"}]
+        kept, dropped = [], [{"why": Drop.UNSUPPORTED}]
     if not kept:
         why = dropped[0]["why"] if dropped else "refused"
         return "refused", (f"not stored ({why}): remember only a short fact about the user that starts with "

@@ -7,28 +7,18 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from cachetools import TTLCache
+
 FORGET_AFTER_S = 600.0
 MAX_MODELS = 1000  # names are the client's: a bounded map whatever they send
 
 
 class ToolLessModels:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._until: dict[str, float] = {}
-        self._clock = clock
+        self._models: TTLCache[str, bool] = TTLCache(maxsize=MAX_MODELS, ttl=FORGET_AFTER_S, timer=clock)
 
     def add(self, model: str) -> None:
-        if len(self._until) >= MAX_MODELS:
-            now = self._clock()
-            self._until = {m: t for m, t in self._until.items() if t > now}
-            if len(self._until) >= MAX_MODELS:
-                self._until.pop(next(iter(self._until)))
-        self._until[model] = self._clock() + FORGET_AFTER_S
+        self._models[model] = True
 
     def __contains__(self, model: str) -> bool:
-        until = self._until.get(model)
-        if until is None:
-            return False
-        if until <= self._clock():
-            del self._until[model]
-            return False
-        return True
+        return model in self._models

@@ -19,7 +19,7 @@ KEEP_ALIVE_EVERY seconds while a held round's upstream, or the next round's, is 
 
 The first round is opened before the client's response starts, so its errors keep their status (and its 400
 its retry without tools, tools/rounds.open_round). A later round's error status ends the stream
-with an error event (memory_proxy/pipeline.relay_stream). A client that leaves closes the upstream request
+with an error event (memory_proxy/chat/turn.relay_stream). A client that leaves closes the upstream request
 of the round under way.
 """
 

@@ -20,7 +20,8 @@ import pytest
 
 from memory_proxy.api.memory_routes import BROWSER_DIR
 from memory_proxy.records import FactAttributes
-from memory_proxy.store import proposals, teams
+from memory_proxy.store import proposals
+from memory_proxy.store.teams import Holder
 from tests.conftest import PROXY_KEY, USER_A, USER_B, vector_for
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -149,7 +150,7 @@ async def test_find_edit_pin_history_delete_in_a_real_browser(live_url: str, db:
                               json={"content": "Team's staging database runs on port 5433."})
         assert team.status_code == 201, team.text
         for content in PROPOSED:  # as formation keeps a team's fact under TEAM_FACTS=review
-            await proposals.propose(db, holder=teams.principal("platform"), proposed_by=USER_A, content=content,
+            await proposals.propose(db, holder=Holder.team("platform").principal, proposed_by=USER_A, content=content,
                                     embedding=vector_for(content), model="mistral-embed", action="add",
                                     replaces=None, reason="new information", stated_at=datetime.now(UTC),
                                     attributes=FactAttributes(memory_type="project"))

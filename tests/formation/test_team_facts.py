@@ -19,10 +19,11 @@ from memory_proxy.job_payload import FormationPayload
 from memory_proxy.services import open_services
 from memory_proxy.settings import load_settings
 from memory_proxy.store import jobs, teams
+from memory_proxy.store.teams import Holder
 from tests.conftest import USER_A, USER_B, add_memory, make_env, metric
 from tests.formation.test_worker import links
 
-PLATFORM = teams.principal("platform")
+PLATFORM = Holder.team("platform").principal
 SAID = "heads up: staging db moved to port 5433. Also I moved to Lyon last month."
 STAGING = {"fact": "Team Platform's staging database runs on port 5433.", "type": "project",
            "stores": "Team's staging database runs on port 5433."}
@@ -147,7 +148,7 @@ async def test_what_the_prompt_says_of_a_team_is_not_the_users_words_but_the_tea
     [line] = await formed(db, worker, "our handover is moving to 7:15 from monday")
     assert await links(db, USER_A) == [] and [d["why"] for d in line["dropped"]] == ["not_users_words"]
     # what the operator says the team is about is the team's: a fact of the team may name it
-    assert await links(db, teams.principal("ward")) == ["Team's handover in the Halvorsen wing is at 7:15."]
+    assert await links(db, Holder.team("ward").principal) == ["Team's handover in the Halvorsen wing is at 7:15."]
 
 
 @pytest.mark.parametrize("written", ["Team Billing's staging database runs on port 5433.",  # not the user's team
@@ -162,7 +163,7 @@ async def test_a_team_the_user_is_not_in_is_never_written(db: Any, worker: Worke
     assert line["scope"] == {"teams": 2, "written": 1, "unknown": 1, "kept": 0}
     assert line["dropped"][0]["why"] == "team_unknown"
     for holder in ("billing", "platform", "infra"):
-        assert await links(db, teams.principal(holder)) == []
+        assert await links(db, Holder.team(holder).principal) == []
     assert await links(db, USER_A) == []
 
 
@@ -180,8 +181,8 @@ async def test_two_teams_of_one_name_are_told_apart_by_their_ids(db: Any, worker
     memory_llm.extract = lambda message: [{"fact": "Team ops-us's staging database runs on port 5433."}]
     await formed(db, worker)
     assert "- ops-eu\n" in extraction_prompt(memory_llm) and "- Ops" not in extraction_prompt(memory_llm)
-    assert await links(db, teams.principal("ops-us")) == ["Team's staging database runs on port 5433."]
-    assert await links(db, teams.principal("ops-eu")) == []
+    assert await links(db, Holder.team("ops-us").principal) == ["Team's staging database runs on port 5433."]
+    assert await links(db, Holder.team("ops-eu").principal) == []
 
 
 async def test_the_extraction_is_shown_the_teams_joined_last_and_no_more(db: Any, worker: Worker,

@@ -72,7 +72,7 @@ def test_with_no_memory_llm_configured_formation_uses_the_upstream() -> None:
     local = load_settings({"UPSTREAM_BASE_URL": "http://127.0.0.1:8081/v1", "UPSTREAM_API_KEY": "uk"}).memory_llm
     assert (local.provider, local.base_url, local.api_key, local.mode) == (
         "upstream", "http://127.0.0.1:8081/v1", "uk", "json")
-    assert local.model == "mistral-small-latest"  # only for a job that names no model (memory/llm.for_turn)
+    assert local.model == "mistral-small-latest"  # only for a job that names no model (formation/memory_llm.for_turn)
     for base_url in ("http://ollama:11434/v1", "http://192.168.1.20:8080/v1", "http://gpu-box.local/v1"):
         assert load_settings({"UPSTREAM_BASE_URL": base_url}).memory_llm.mode == "json"
     hosted = load_settings({"UPSTREAM_BASE_URL": "https://api.openai.com/v1", "UPSTREAM_API_KEY": "sk"}).memory_llm

@@ -1,6 +1,6 @@
 """Bad and odd input on every endpoint: a 4xx in OpenAI's error format, or a transparent relay.
 
-The proxy validates only what it reads itself (see `pipeline.parse_chat_body`): a JSON object,
+The proxy validates only what it reads itself (see `chat/request.parse_chat_body`): a JSON object,
 `messages` a non-empty array of objects with a string `role`, `stream` a boolean when set. Everything
 else (model, content types, roles, unknown fields) is forwarded for the upstream to judge. Cases
 already in test_chat.py (not JSON, `[]`, no/empty/string messages, no role, `stream: "yes"`, invalid

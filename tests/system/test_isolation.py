@@ -22,6 +22,7 @@ from memory_proxy.job_payload import FormationPayload
 from memory_proxy.store import jobs, memories, search, teams
 from memory_proxy.store.database import APP_ROLE, make_pool
 from memory_proxy.store.scope import all_users, user_scope
+from memory_proxy.store.teams import Holder
 
 MODEL = "iso-model"
 DIMS = 32  # small vectors: the policies do not care about the dimension, and 10,000 searches stay quick
@@ -142,14 +143,14 @@ async def test_a_teams_rows_are_seen_by_its_current_members_only(pool: AsyncConn
     user's rows stay out of reach. Memberships are an operator's: no scope is needed to change them."""
     rng = np.random.default_rng(5)
     async with pool.connection() as conn:
-        old, team_memory = [await memories.add_or_find_memory(conn, user_id=teams.principal("platform"), content=text,
+        old, team_memory = [await memories.add_or_find_memory(conn, user_id=Holder.team("platform").principal, content=text,
                                                               embedding=unit(rng), model=MODEL)
                             for text in ("Team ships on Fridays.", "Team deploys staging every Thursday.")]
-    await seed_one(pool, teams.principal("billing"), rng)
+    await seed_one(pool, Holder.team("billing").principal, rng)
     await seed_one(pool, "alice", rng)
     async with pool.connection() as conn:
-        async with user_scope(conn, teams.principal("platform")):
-            await memories.supersede_memory(conn, user_id=teams.principal("platform"), old_id=old,
+        async with user_scope(conn, Holder.team("platform").principal):
+            await memories.supersede_memory(conn, user_id=Holder.team("platform").principal, old_id=old,
                                             new_id=team_memory, reason="test")
         for team in ("platform", "billing"):
             await teams.create_team(conn, team, team.title())
@@ -174,7 +175,7 @@ async def test_a_teams_rows_are_seen_by_its_current_members_only(pool: AsyncConn
         async with user_scope(conn, "alice"):
             deleted = await conn.execute("DELETE FROM users_vectors WHERE user_id = 'team:platform'")
         assert deleted.rowcount == 0
-        assert await memories.count_memories(conn, teams.principal("platform")) == 1
+        assert await memories.count_memories(conn, Holder.team("platform").principal) == 1
 
 
 async def test_a_scope_ends_with_its_transaction(pool: AsyncConnectionPool) -> None:

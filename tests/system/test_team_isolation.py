@@ -21,6 +21,7 @@ from structlog.testing import capture_logs
 from memory_proxy.http.auth import USER_JWT_HEADER
 from memory_proxy.settings import load_settings
 from memory_proxy.store import teams
+from memory_proxy.store.teams import Holder
 from tests.conftest import CHAT, PROXY_KEY, RUNTIME_Q, USER_A, USER_B, add_memory, chat_body, system_text
 from tests.http.test_auth import JWT_SECRET, openwebui_token
 from tests.system.test_retrieval import fillers
@@ -49,10 +50,10 @@ def _identity(adversary: str) -> tuple[str, dict[str, str]]:
         "stranger": (STRANGER, {"x-openwebui-user-id": STRANGER}),
         "other team": (OTHER, {"x-openwebui-user-id": OTHER}),
         "removed": (USER_B, {"x-openwebui-user-id": USER_B}),
-        "team id as user": ("", {"x-openwebui-user-id": teams.principal("platform")}),
+        "team id as user": ("", {"x-openwebui-user-id": Holder.team("platform").principal}),
         "TEAM id as user": ("", {"x-openwebui-user-id": "TEAM:platform"}),
         "groups header unread": (STRANGER, {"x-openwebui-user-id": STRANGER, "x-openwebui-user-group-ids": "platform"}),
-        "token naming the team": ("", {USER_JWT_HEADER: openwebui_token(sub=teams.principal("platform"))}),
+        "token naming the team": ("", {USER_JWT_HEADER: openwebui_token(sub=Holder.team("platform").principal)}),
         "stranger's token, member's header": (STRANGER, {USER_JWT_HEADER: openwebui_token(sub=STRANGER),
                                                          "x-openwebui-user-id": MEMBER}),
     }[adversary]
@@ -84,7 +85,7 @@ async def test_a_teams_memory_reaches_its_members_only_on_every_path(env: dict, 
     await teams.create_team(db, "billing", "Billing")
     for team, user in (("platform", MEMBER), ("platform", USER_B), ("billing", OTHER)):
         await teams.set_member(db, team, user)
-    await add_memory(db, teams.principal("platform"), TEAM_FACT)
+    await add_memory(db, Holder.team("platform").principal, TEAM_FACT)
     for user in (MEMBER, USER_B, STRANGER, OTHER):
         await fillers(db, user)
     jwt = {"USER_JWT_SECRET": JWT_SECRET} if signed else {}

@@ -9,6 +9,7 @@ import pytest
 
 from memory_proxy.retrieval.indexes import Indexes
 from memory_proxy.store import teams
+from memory_proxy.store.teams import Holder
 from tests.conftest import (
     BUN,
     CHAT,
@@ -35,7 +36,7 @@ async def platform_team(db: Any, *members: str, memories: tuple[str, ...] = (DEN
     await teams.create_team(db, PLATFORM, "Platform")
     for member in members:
         await teams.set_member(db, PLATFORM, member)
-    return [await add_memory(db, teams.principal(PLATFORM), text) for text in memories]
+    return [await add_memory(db, Holder.team(PLATFORM).principal, text) for text in memories]
 
 
 async def turn(client: Any, user: str, outside: Any) -> tuple[list[str], str]:
@@ -77,7 +78,7 @@ async def test_a_removed_member_reads_nothing_from_the_next_turn_on(proxy: Any, 
     held: Indexes = client.app.state.services.indexes
     assert (await turn(client, USER_A, outside))[0] == [deno]
     if index_mb != "0":  # the user's and the team's indexes held: the next turn is searched without SQL
-        await until(lambda: held.get(USER_A) is not None and held.get(teams.principal(PLATFORM)) is not None)
+        await until(lambda: held.get(USER_A) is not None and held.get(Holder.team(PLATFORM).principal) is not None)
         hits = metric("memory_proxy_index_lookups_total", result="hit")
         assert (await turn(client, USER_A, outside))[0] == [deno]
         assert metric("memory_proxy_index_lookups_total", result="hit") == hits + 2
@@ -96,11 +97,11 @@ async def test_a_removal_not_heard_by_the_index_is_still_enforced(proxy: Any, ou
     client = await proxy()
     held: Indexes = client.app.state.services.indexes
     await turn(client, USER_A, outside)
-    await until(lambda: held.get(USER_A) is not None and held.get(teams.principal(PLATFORM)) is not None)
+    await until(lambda: held.get(USER_A) is not None and held.get(Holder.team(PLATFORM).principal) is not None)
     monkeypatch.setattr(held, "changed", lambda key: None)  # nothing is heard
     await teams.remove_member(db, PLATFORM, USER_A)
     ids, system = await turn(client, USER_A, outside)
-    assert deno in held.fresh(teams.principal(PLATFORM)).position  # type: ignore[union-attr]
+    assert deno in held.fresh(Holder.team(PLATFORM).principal).position  # type: ignore[union-attr]
     assert ids == [] and "Deno" not in system
 
 
@@ -128,8 +129,8 @@ async def test_a_small_teams_memories_are_searched_in_its_index(proxy: Any, outs
     client = await proxy()
     held: Indexes = client.app.state.services.indexes
     await turn(client, USER_A, outside)
-    await until(lambda: held.get(teams.principal(PLATFORM)) is not None)
-    assert list(held.get(teams.principal(PLATFORM)).position) == [deno]  # type: ignore[union-attr]
+    await until(lambda: held.get(Holder.team(PLATFORM).principal) is not None)
+    assert list(held.get(Holder.team(PLATFORM).principal).position) == [deno]  # type: ignore[union-attr]
 
 
 async def test_a_team_memory_saying_what_the_users_own_says_is_left_out(proxy: Any, outside: Any, db: Any) -> None:
@@ -160,7 +161,7 @@ async def test_a_team_memory_is_counted_as_the_teams_use(proxy: Any, outside: An
     await turn(client, USER_A, outside)
     assert await client.app.state.services.uses.flush() == 1
     cur = await db.execute("SELECT user_id, access_count FROM users_vectors WHERE vector_id = %s", [deno])
-    assert await cur.fetchall() == [(teams.principal(PLATFORM), 1)]
+    assert await cur.fetchall() == [(Holder.team(PLATFORM).principal, 1)]
 
 
 async def test_a_small_teams_memories_all_come_and_a_pinned_one_always(proxy: Any, outside: Any, db: Any) -> None:
@@ -171,7 +172,7 @@ async def test_a_small_teams_memories_all_come_and_a_pinned_one_always(proxy: An
     client = await proxy(RETRIEVAL_INJECT_ALL_BELOW="10")
     ids, _ = await turn(client, USER_A, outside)
     assert {deno, other} <= set(ids)  # the stand-up holds none of the question's words
-    await fillers(db, teams.principal(PLATFORM), 12)  # now a large team: searched only
+    await fillers(db, Holder.team(PLATFORM).principal, 12)  # now a large team: searched only
     ids, _ = await turn(client, USER_A, outside)
     assert deno in ids and other not in ids
     await db.execute("UPDATE users_vectors SET pinned = true WHERE vector_id = %s", [other])
@@ -188,7 +189,7 @@ async def test_a_turn_reads_the_teams_joined_last_and_no_more(proxy: Any, outsid
     for n in range(teams.MAX_TEAMS_READ + 2):
         await teams.create_team(db, f"t{n:02}", f"Team {n}")
         await teams.set_member(db, f"t{n:02}", USER_A)
-        memory = await add_memory(db, teams.principal(f"t{n:02}"), f"The team's stand-up room is number {n}.")
+        memory = await add_memory(db, Holder.team(f"t{n:02}").principal, f"The team's stand-up room is number {n}.")
         await db.execute("UPDATE users_vectors SET pinned = true WHERE vector_id = %s", [memory])
         pinned.append(memory)
     client = await proxy(RETRIEVAL_INDEX_MB=index_mb, INJECT_TOKEN_BUDGET="4000")
@@ -197,8 +198,8 @@ async def test_a_turn_reads_the_teams_joined_last_and_no_more(proxy: Any, outsid
     assert set(ids) == set(pinned[2:])  # every pinned memory of the 20 teams joined last
     assert [t.id for t in held.teams_of(USER_A) or ()] == [f"t{n:02}" for n in reversed(range(2, len(pinned)))]
     if index_mb != "0":  # the next turn searches the indexes held, and no other team's
-        await until(lambda: all(held.get(k) is not None for k in [USER_A, *(teams.principal(f"t{n:02}")
+        await until(lambda: all(held.get(k) is not None for k in [USER_A, *(Holder.team(f"t{n:02}").principal
                                                                           for n in range(2, len(pinned)))]))
-        assert held.get(teams.principal("t00")) is None
+        assert held.get(Holder.team("t00").principal) is None
         ids, _ = await turn(client, USER_A, outside)
         assert set(ids) == set(pinned[2:])

@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from memory_proxy.store import teams
+from memory_proxy.store.teams import Holder
 from memory_proxy.tools.calls import MAX_CALLS_PER_TURN, MAX_REMEMBERED
 from tests.conftest import (
     BERLIN,
@@ -119,7 +120,7 @@ async def test_search_covers_the_users_teams_and_only_theirs(proxy: Any, outside
     for team, member in (("platform", USER_A), ("billing", USER_B)):
         await teams.create_team(db, team, team.title())
         await teams.set_member(db, team, member)
-        await add_memory(db, teams.principal(team), DENO.replace("Deno", team))
+        await add_memory(db, Holder.team(team).principal, DENO.replace("Deno", team))
     client = await proxy(MEMORY_TOOLS="search")
     expected = {USER_A: [BUN, "(team Platform) " + DENO.replace("Deno", "platform")],
                 USER_B: ["(team Billing) " + DENO.replace("Deno", "billing")]}  # B: never platform's
