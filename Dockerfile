@@ -7,7 +7,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
-# Only what the package needs (see .dockerignore): pyproject.toml, README.md, memory_proxy/, prompts/, db/.
+# Only what the package needs (see .dockerignore): pyproject.toml, README.md, memory_proxy/ (with its prompts and migrations).
 COPY . /src
 RUN sh /src/deploy/install.sh /opt/memory-proxy \
     && rm -rf /src \

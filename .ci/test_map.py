@@ -32,6 +32,7 @@ SYSTEM = {
     "streaming": "relay through a real uvicorn with the openai SDK: chat turn, upstream and SSE together",
     "team_isolation": "a team's memory on every path it could leak by: chat, tools, API, export, logs, metrics",
     "team_retrieval": "a user's teams' memories through the chat route: search, indexes, confirmation, inject",
+    "architecture": "docs/ARCHITECTURE.md's module map and layering rule against the package itself",
 }
 
 

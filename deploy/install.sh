@@ -27,20 +27,21 @@ cd /
 import sys
 
 import memory_proxy
-from memory_proxy.prompts import PROMPTS_DIR
-from memory_proxy.store.database import MIGRATIONS_DIR
+from memory_proxy.prompts import PROMPTS
+from memory_proxy.store.database import MIGRATIONS
 
 problems = []
 if "site-packages" not in (memory_proxy.__file__ or ""):
     problems.append(f"memory_proxy was imported from {memory_proxy.__file__}, not from the installed package")
-if not sorted(PROMPTS_DIR.glob("*.md")):
-    problems.append(f"no prompts in {PROMPTS_DIR}: the wheel must ship prompts/*.md")
-if not sorted(MIGRATIONS_DIR.glob("*.sql")):
-    problems.append(f"no migrations in {MIGRATIONS_DIR}: the wheel must ship memory_proxy/store/migrations/*.sql")
+prompts = [p for p in PROMPTS.iterdir() if p.name.endswith(".md")]
+migrations = [p for p in MIGRATIONS.iterdir() if p.name.endswith(".sql")]
+if not prompts:
+    problems.append(f"no prompts in {PROMPTS}: the wheel must ship memory_proxy/prompts/*.md")
+if not migrations:
+    problems.append(f"no migrations in {MIGRATIONS}: the wheel must ship memory_proxy/store/migrations/*.sql")
 if problems:
     sys.exit("install.sh: the installed package is incomplete:\n  " + "\n  ".join(problems))
-print(f"install.sh: ok: {len(list(PROMPTS_DIR.glob('*.md')))} prompts, "
-      f"{len(list(MIGRATIONS_DIR.glob('*.sql')))} migrations")
+print(f"install.sh: ok: {len(prompts)} prompts, {len(migrations)} migrations")
 PY
 "$PREFIX/bin/memory-proxy" --help >/dev/null
 echo "install.sh: memory-proxy installed in $PREFIX"

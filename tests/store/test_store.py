@@ -202,25 +202,3 @@ def test_every_pin_change_goes_through_the_one_audited_function() -> None:
     writers = {str(path.relative_to(root)): len(re.findall(r"SET\s+pinned\b", path.read_text()))
                for path in root.rglob("*.py")}
     assert {path: n for path, n in writers.items() if n} == {"store/memories.py": 1}  # in set_pinned
-
-
-def test_the_store_and_the_upstream_client_import_neither_memory_nor_the_http_layer() -> None:
-    import ast
-
-    proxy = ROOT / "memory_proxy"
-    layers = ("retrieval", "formation", "embedding", "api", "http", "chat", "tools", "app", "cli")
-    forbidden = (*(f"memory_proxy.{name}" for name in layers), "litestar")
-    reached = []
-    for path in [*sorted((proxy / "store").glob("*.py")), proxy / "chat" / "upstream.py"]:
-        package = f"memory_proxy.{path.parent.name}"
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom):
-                base = package.rsplit(".", node.level - 1)[0] if node.level else ""
-                names = [f"{base}.{node.module}" if node.module else f"{base}.{a.name}" for a in node.names]
-                names = [n.lstrip(".") for n in names] if node.level else [node.module or ""]
-            elif isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            else:
-                continue
-            reached += [f"{path.name}: {n}" for n in names if n.startswith(forbidden)]
-    assert reached == []

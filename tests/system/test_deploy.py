@@ -257,7 +257,7 @@ def test_the_dockerfile_installs_with_deploy_install_sh() -> None:
 def test_dockerignore_lets_in_what_the_install_needs() -> None:
     allowed = {line[1:].rstrip("/") for line in (ROOT / ".dockerignore").read_text().splitlines()
                if line.startswith("!")}
-    assert {"pyproject.toml", "README.md", "memory_proxy", "prompts", "db", "deploy/install.sh"} <= allowed
+    assert {"pyproject.toml", "README.md", "memory_proxy", "deploy/install.sh"} <= allowed
     for path in allowed:
         assert (ROOT / path).exists(), path
     assert "*" in (ROOT / ".dockerignore").read_text().splitlines()  # an allow-list: .env, .venv stay out
