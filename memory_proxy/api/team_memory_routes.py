@@ -1,4 +1,4 @@
-"""A team's memories under /api/v1/teams/{team_id}/ (docs/TEAMS.md): the memory routes of api.py, for the team.
+"""A team's memories under /api/v1/teams/{team_id}/ (docs/TEAMS.md): memory_routes.py's routes, for the team.
 
 The same handlers as a user's own memories (list, search, one memory, create, edit, pin, unpin, delete,
 history, restore), with the team's principal, `team:<id>`, as the holder; and the team's proposals

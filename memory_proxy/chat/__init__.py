@@ -1,7 +1,7 @@
 """One chat turn, on the request: read it, find the user's memories, inject them, relay the reply, queue formation.
 
 - turn.py: the turn, start to end (parse, classify, retrieve, inject, relay, enqueue);
-- classify.py: a chat turn of a known user, an OpenWebUI task, or anonymous; the readers of a request's messages;
+- request.py: a chat turn of a known user, an OpenWebUI task, or anonymous; the readers of a request's messages;
 - inject.py: the memories into the system prompt (prompts/inject.md), within the token budget;
 - upstream.py: the connection to the upstream LLM (pooled clients, time bounds, errors); reply_reader.py: the
   assistant's text and calls read out of a streamed or JSON reply, bytes untouched;

@@ -1,12 +1,12 @@
 """`GET /v1/models` that a busy upstream cannot break.
 
-A local model server answers its model list only between generations (llama-cpp-python took 10.4 s while
-a formation job ran), and OpenWebUI gives up on the list after 10 s: "Model '' was not found". So the list is
-asked for as before and relayed faithfully when it comes within MODELS_TIMEOUT; past that, or when the
-upstream is unreachable or answers 5xx, the last good list is served instead (marked
-`X-Memory-Proxy-Models: cached`) while the same request goes on in the background and refreshes it. One
-request to the upstream at a time: clients arriving meanwhile wait for the one in flight. With no good list
-yet, the error is the upstream's (a 504 on timeout), as without the cache.
+A local model server answers its model list only between generations (while a formation job runs, it may
+answer later than OpenWebUI waits: docs/LOCAL_MODELS.md), and OpenWebUI gives up on the list after 10 s:
+"Model '' was not found". So the list is asked for as before and relayed faithfully when it comes within
+MODELS_TIMEOUT; past that, or when the upstream is unreachable or answers 5xx, the last good list is served
+instead (marked `X-Memory-Proxy-Models: cached`) while the same request goes on in the background and
+refreshes it. One request to the upstream at a time: clients arriving meanwhile wait for the one in flight.
+With no good list yet, the error is the upstream's (a 504 on timeout), as without the cache.
 
 A good list is a 200 whose body is an OpenAI model list: a JSON object whose `data` is a non-empty array of
 objects, each with a string `id` (what OpenWebUI reads). `"object": "list"` is not required: OpenAI, Mistral,

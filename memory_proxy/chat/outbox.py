@@ -113,8 +113,9 @@ class Outbox:
 
     async def _write_together(self, job: PendingJob) -> Written:
         """`_write`, shared (group commit): the jobs of turns that end while a write is in flight go together
-        in the next one, one transaction for all (a transaction per turn costs ~1 ms of CPU each at
-        16 concurrent turns). A refused batch is written again job by job, so that only the refused one is set aside."""
+        in the next one, one transaction for all (a transaction per turn costs every turn CPU under load:
+        docs/BENCHMARKS.md#relay-overhead). A refused batch is written again job by job, so that only the refused
+        one is set aside."""
         written: asyncio.Future[Written] = asyncio.get_running_loop().create_future()
         self._waiting.append((job, written))
         if self._writer is None:

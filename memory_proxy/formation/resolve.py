@@ -8,12 +8,11 @@ every language ("is an accountant at Orvel" → "joined a start-up called Pinecr
   else refine the first it details, else ignore when one says the same; with none, the fact is added.
 - `forgotten(llm, request, what, candidates)`: one call; the numbers of the candidates the request names.
 - `check(llm, question, given)`: one yes/no question, the narrowest call there is. A small model
-  answering for many candidates at once says `updates` far too often (on the test split, 119 replaces
-  against 141 adds), so an answer that retires a memory (`updates`, `detail`) or drops the new fact
-  (`same`: Qwen 1.5B called "User's cat Pixel is 3." the same as "User lives in Lyon.") is acted on only
-  once the model confirms it for that one pair (`confirmed`). (A check that the message states an extracted fact was
-  tried and left out: Qwen2.5-Coder-1.5B said no to true facts in Polish and to corrections, and yes to
-  injected instructions.)
+  answering for many candidates at once says `updates` far too often, and `same` for a memory about
+  something else, so an answer that retires a memory (`updates`, `detail`) or drops the new fact (`same`)
+  is acted on only once the model confirms it for that one pair (`confirmed`). (A check that the message
+  states an extracted fact was tried and left out: a small model refused true facts and accepted injected
+  instructions. What was measured: docs/FORMATION.md#what-shaped-the-calls.)
 
 The fixed instructions (memory_proxy/prompts/memory.md, one system message for every formation call) come first, so
 that a local server keeps them in its prompt cache whichever call comes next. What stays deterministic is bookkeeping: exact duplicates are
@@ -104,9 +103,9 @@ class Answer(BaseModel):
         return "yes" if value is True or str(value).strip().lower() in ("yes", "true", "y", "oui", "ja", "sí", "si") else "no"
 
 
-# Chosen on Qwen2.5-Coder-1.5B among phrasings, on probe pairs written here: 8 of 10 right through instructor
-# (count, job, habit, home changes; dog → beagle called Max; two unrelated pairs confirmed), where "…the same
-# thing, with more detail?" said no to every detail.
+# The phrasings a small model answered best, among those tried on probe pairs (a "detail" question that asks
+# whether the new fact includes the old one, not whether it says the same with more detail): the figures are
+# in docs/FORMATION.md#what-shaped-the-calls.
 QUESTIONS = {
     "updates": "Is the old fact no longer true once the new fact is true?",
     "detail": "Does the new fact include the old fact?",

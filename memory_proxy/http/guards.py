@@ -2,7 +2,7 @@
 
 - `DEPENDENCIES` (the app's) injects `services`, the running app's `Services`.
 - `require_proxy_key` guards the chat routes (routes.py): a proxy key (PROXY_API_KEYS).
-- `require_any_key` guards the management API (api.py): a proxy key, or a key of the `api_keys` table once
+- `require_any_key` guards the management API (api/): a proxy key, or a key of the `api_keys` table once
   the database is ready; it leaves the `Caller` on the request for the API's `acting_user`.
 
 Guards run before a route reads anything: a request without a key is a 401 whatever else is wrong with it.

@@ -1,4 +1,4 @@
-"""Thin HTTP handlers: hand the request to the pipeline, return its response (guards.py authenticates)."""
+"""Thin HTTP handlers: hand the request to chat/turn.py, return its response (guards.py authenticates)."""
 
 from __future__ import annotations
 

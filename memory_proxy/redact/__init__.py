@@ -18,11 +18,9 @@ This module merges what they find: overlapping hits become one placeholder, name
 (slack_token over api_key over secret; among equals, the first hit's); `kinds` lists each kind once.
 Redacting again changes nothing.
 
-Speed (2-core box shared with other work; `python -m benchmarks.redact_speed` measures it): ~0.8 ms for 2 KB
-of LoCoMo dialogue without the Betterleaks call, which adds ~1.2 ms on average (0.4 ms median) to a text that
-holds one of its keywords; every rule is linear, ≤ ~50 ms for any 16,000-character text tried (the trigger
-words of every script repeated, runs of digits, long tokens, prefixes, placeholders). The first redaction of a
-process compiles Kingfisher's catalog: `warm()` does it at start.
+Every rule is linear in the text, so that no input can stall a scan; what a turn costs, and the worst inputs
+tried, are measured by `python -m benchmarks.redact_speed` (figures: docs/RELIABILITY.md#secrets). The first
+redaction of a process compiles Kingfisher's catalog: `warm()` does it at start.
 """
 
 from __future__ import annotations
@@ -131,7 +129,7 @@ def redact_strings(value: Any) -> Any:
 
 
 def warm() -> None:
-    """Get the first redaction's one-time costs over with (Kingfisher compiles its catalog: ~8 s the first time
-    on a machine, ~0.5 s after): call it where a process that redacts starts, before its first job."""
+    """Get the first redaction's one-time costs over with (Kingfisher compiles its catalog, seconds on a machine's
+    first run: redact/kingfisher.py): call it where a process that redacts starts, before its first job."""
     kingfisher.warm()
     redact("warm: password is W4rm-up! and pin 1234")

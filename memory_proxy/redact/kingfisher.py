@@ -3,15 +3,14 @@ Apache-2.0), its bundled catalog run by its own engine (Rust and Vectorscan, in-
 over the network: only `Scanner.scan` is called, never its validator).
 
 Why beside Betterleaks (memory_proxy/redact/betterleaks.py): its catalog is a newer cut of the Betterleaks rules plus Google's
-Veles detectors (OpenRouter, Postman, Packagist, Deno, HCP, ...), kept current by the Kingfisher team. On the
-dev split of benchmarks/secrets_corpus it catches 12 credentials the rest of memory_proxy.redact misses (PostHog,
-OneSignal, Docker Swarm, Brevo, DevCycle, Mercury, Persona, Highnote) and changes no look-alike line.
+Veles detectors (OpenRouter, Postman, Packagist, Deno, HCP, ...), kept current by the Kingfisher team: it
+catches credentials of services the rest of memory_proxy.redact misses, and changes no look-alike line
+(docs/RELIABILITY.md#secrets).
 
 Cost: its engine matches every rule at once (Vectorscan prefilters on their literals), so there is no
-keyword step as in leaks.py: ~0.015 ms for 2 KB of prose, ~0.06 ms for 2 KB full of key words, linear in the
-text (≤ 21 ms for 256 KB of repeated triggers). The catalog compiles once per process, on first use: ~8 s
-the first time on a machine, ~0.5 s after (Kingfisher keeps the compiled rules in the user's cache
-directory).
+keyword step as in betterleaks.py, and a scan is linear in the text. The catalog compiles once per process,
+on first use: seconds the first time on a machine, less after (Kingfisher keeps the compiled rules in the
+user's cache directory); the figures are in docs/RELIABILITY.md#secrets.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ from kingfisher_sdk import Rules, Scanner
 
 from .betterleaks import ScanFailed, kind_of, narrowed
 
-SCAN_TIMEOUT_S = 10.0  # as leaks.py: a pathological text fails the scan (and the job) rather than stalling
+SCAN_TIMEOUT_S = 10.0  # as betterleaks.py: a pathological text fails the scan (and the job) rather than stalling
 
 
 @lru_cache(maxsize=1)

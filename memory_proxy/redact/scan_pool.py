@@ -4,7 +4,8 @@ holds it (or holds the GIL) for a second stalls every chat turn and /healthz for
 Where the work runs, by size:
 - A small bounded text (at most SMALL_TEXT_CHARS: a memory, a fact, an audit reason) is redacted in a thread.
   The rule set's engine is Go called through `ctypes.CDLL`, which releases the GIL for the call (at most
-  leaks.ENGINE_CALLS at once); the Python rules of memory_proxy/redact/ hold it for ~5 ms at most on 2 KB.
+  betterleaks.ENGINE_CALLS at once); the Python rules of memory_proxy/redact/ hold it only briefly on a text
+  that small (SMALL_TEXT_CHARS).
 - Anything larger (a chat turn's formation job), and the check of a memory-LLM reply's facts (redaction and
   grounding), runs in a worker process with a deadline (SECRET_SCAN_TIMEOUT): a task past it is stopped
   with its process, and the caller gets ScanFailed, so the text is not kept (fail closed).
@@ -13,7 +14,7 @@ Why pebble's ProcessPool: the standard library's ProcessPoolExecutor cannot stop
 would hold its worker for good, and a timeout would only stop the waiting); pebble stops the worker process of
 a task past its timeout, or cancelled, and starts a new one (maintained, pure Python, LGPL-3.0 used as is).
 Workers are forked from a forkserver that imported the scanners once: a fork of the serving process, which
-runs threads, is unsafe, and a spawn re-imports everything (~1 s) for each worker a timeout replaces. They run
+runs threads, is unsafe, and a spawn re-imports everything (a second) for each worker a timeout replaces. They run
 at a lower priority (nice 10), so that on a busy machine the serving process gets the CPU first.
 
 The pool is started on first use (in a thread: the first start waits for the forkserver's imports) and
@@ -42,10 +43,10 @@ T = TypeVar("T")
 
 SMALL_TEXT_CHARS = 2048  # a memory's size: its worst scan holds the GIL ~5 ms, so a thread may run it
 # Threads for small scans, apart from anyio's default ones (a burst of scans never starves other thread
-# work); the engine calls among them are fewer still (leaks.ENGINE_CALLS). One limiter per event loop.
+# work); the engine calls among them are fewer still (betterleaks.ENGINE_CALLS). One limiter per event loop.
 SCAN_THREADS = 16
 _limiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anyio.CapacityLimiter] = weakref.WeakKeyDictionary()
-SMALL_SCAN_TIMEOUT_S = 10.0  # a small text's scan (the engine stops itself at leaks.SCAN_TIMEOUT_S)
+SMALL_SCAN_TIMEOUT_S = 10.0  # a small text's scan (the engine stops itself at betterleaks.SCAN_TIMEOUT_S)
 WORKER_NICE = 10
 # What a worker process needs imported before its first task: forked from the forkserver with them loaded.
 WORKER_MODULES = ["memory_proxy.redact", "memory_proxy.formation.steps"]
@@ -96,9 +97,8 @@ def _in_worker(function: Callable[..., T], args: tuple[Any, ...]) -> tuple[T, di
 
 
 def _start_worker() -> None:
-    """A worker's start: a lower priority, and redaction's one-time costs (Kingfisher compiles its catalog:
-    ~8 s the first time on a machine, ~0.5 s after) paid before its first task, not within that task's
-    deadline."""
+    """A worker's start: a lower priority, and redaction's one-time costs (Kingfisher compiles its catalog,
+    seconds on a machine's first run) paid before its first task, not within that task's deadline."""
     os.nice(WORKER_NICE)
     warm()
 

@@ -7,11 +7,13 @@ word of the memory, averaged over the query's words. A memory that says what the
 other words or another form, scores high where one averaged vector and stemmed keywords both miss.
 
 It ranks only the candidates the other two arms found, and adds `weight / (k + rank)` to their fused
-scores, as the other arms do (store/scoring.py `rrf`): LoCoMo R@5 / R@10 56.5 / 64.6 without it, 62 / 71
-with it, with MiniLM (`python -m benchmarks.locomo`, ablation hybrid-nolate). A memory's states are computed once per process when its user's index is built (retrieval/indexes.py),
-kept as int8 with a scale per word (~0.4 KB a word; quantizing changed no recall figure), and the
-query's come from the pass that embeds it, so a turn pays only the products (~0.4 ms for 30 candidates).
-A user searched in SQL (their first turn, or too big to hold) is ranked without it.
+scores, as the other arms do (store/scoring.py `rrf`). With MiniLM it lifts recall on LoCoMo, for
+multi-hop and open-domain questions most (`python -m benchmarks.locomo`, ablation hybrid-nolate; the
+figures, its weight and its costs: docs/BENCHMARKS.md#retrieval-quality-on-locomo). A
+memory's states are computed once per process when its user's index is built (retrieval/indexes.py), kept
+as int8 with a scale per word (a byte a dimension; quantizing changed no recall figure), and the query's
+come from the pass that embeds it, so a turn pays only the products over its few candidates. A user
+searched in SQL (their first turn, or too big to hold) is ranked without it.
 """
 
 from __future__ import annotations

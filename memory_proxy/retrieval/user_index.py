@@ -27,8 +27,9 @@ from . import late_interaction
 from .late_interaction import Tokens
 from .lexemes import query_lexemes
 
-# Users with more are ranked without late interaction: their words' states would take the local model
-# ~3 ms a memory to compute (once per process, in the load), and 5–16 KB a memory to hold (retrieval/late_interaction.py).
+# Users with more are ranked without late interaction: their words' states cost the local model a pass over
+# each memory in the load and several KB a memory to hold (retrieval/late_interaction.py; the figures:
+# docs/BENCHMARKS.md#retrieval-quality-on-locomo).
 LATE_MAX_MEMORIES = 2_000
 ROW_OVERHEAD_BYTES = 600  # per memory beside its vector: text, postings, Python objects (approximate)
 _NEVER = math.inf
@@ -149,7 +150,8 @@ class UserIndex:
         if not query.searching or not self.memories:
             return found
         # Each arm ranks its few candidates (a few hundred by sign bits, the memories holding a query word), never
-        # all memories: at 10,000 an array over all of them costs ~5 µs an operation, and a turn searches 4 such.
+        # all memories: an operation over every memory of a large index is costly, and a turn searches several
+        # indexes, its user's and its teams' (docs/BENCHMARKS.md#retrieval-latency).
         n = max(limit, 50)
         unit = query.unit if query.unit is not None and len(query.unit) == self.vectors.shape[1] else None
         arms: list[tuple[np.ndarray, np.ndarray]] = []  # (memory indexes, their fusion contributions)
@@ -198,7 +200,7 @@ class UserIndex:
     def _nearest(self, code: np.ndarray) -> np.ndarray:
         """The memories with a comparable vector that the vector arm ranks: all of them, or for more than
         SEARCH_CANDIDATES the nearest by Hamming distance of their sign bits (`code`: the query's), as the SQL
-        picks whom to re-rank (~0.1 ms at 10,000 memories where exact cosines over all cost ~2 ms)."""
+        picks whom to re-rank: far cheaper than exact cosines over all (docs/BENCHMARKS.md#retrieval-latency)."""
         if self.vectors_held <= SEARCH_CANDIDATES:
             return np.flatnonzero(self.has_vector)
         # (words, n) at once: the bits of each memory's words are summed down the columns
@@ -208,7 +210,7 @@ class UserIndex:
             distance[~self.has_vector] = np.iinfo(np.uint16).max
             counted = distance[self.has_vector]
         # the SEARCH_CANDIDATES smallest distances, by a count of each distance (at most `bits` + 1 values):
-        # ~4x faster than a partition, and ties at the last distance go to the first memories
+        # cheaper than a partition, and ties at the last distance go to the first memories
         counts = np.cumsum(np.bincount(counted, minlength=1))
         last = int(np.searchsorted(counts, SEARCH_CANDIDATES))  # the distance the last candidate has
         closer = np.flatnonzero(distance < last)
@@ -239,7 +241,7 @@ class UserIndex:
 def _word_states(rows: Sequence[snapshot.LinkRow], tokenize: Callable[[list[str]], list[Tokens]],
                  base: UserIndex | None) -> list[Tokens | None]:
     """Each row's word states: `base`'s for a memory whose text it already read (a use count or a pin gives
-    a row a new version, not new words), the local model's for the others (~3 ms a memory)."""
+    a row a new version, not new words), the local model's for the others (a pass over each, the costly part)."""
     known = {(r.content, r.stated_at): t for r, t in zip(base.rows, base.tokens, strict=True)} if base else {}
     states = [known.get((r.content, r.stated_at)) for r in rows]
     missing = [i for i, t in enumerate(states) if t is None]
@@ -252,8 +254,8 @@ def _word_states(rows: Sequence[snapshot.LinkRow], tokenize: Callable[[list[str]
 
 def _sharing(rows: Sequence[snapshot.LinkRow], vectors: np.ndarray,
              has_vector: np.ndarray) -> tuple[snapshot.LinkRow, ...]:
-    """`rows` whose embeddings are now views of `vectors` (unit length): each vector is held once. (A
-    dataclasses.replace per row was a third of the build: 10 ms at 1,000 memories.)"""
+    """`rows` whose embeddings are now views of `vectors` (unit length): each vector is held once. Set in
+    place: a dataclasses.replace per row was a third of the build (docs/BENCHMARKS.md#retrieval-latency)."""
     for i in np.flatnonzero(has_vector):
         rows[int(i)].embedding = vectors[i]
     return tuple(rows)

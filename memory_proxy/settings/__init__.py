@@ -83,7 +83,7 @@ def _days_per_type(value: str) -> dict[str, float | None]:
     return days
 
 
-# Variables that fill several fields, declared once here (MISTRAL_API_KEY: settings_llm.py).
+# Variables that fill several fields, declared once here (MISTRAL_API_KEY: memory_llm_settings.py).
 _HALF_LIFE = Spec("MEMORY_HALF_LIFE_DAYS", "identity=never,preference=180,relationship=365,project=60,context=7,temporary=1",
                   "Decay half-life per memory type in days (`never`: no decay). Pinned memories never decay.",
                   _days_per_type)
@@ -229,8 +229,8 @@ class RetrievalSettings:
         choice("off", "search", "all"), in_code=True)
     tools_inject: str = env("MEMORY_TOOLS_INJECT", "always_on", "What is injected before a turn that is offered "
         "the memory tools: `always_on` (only pinned and identity memories; the model searches for the rest: with "
-        "Qwen2.5-Coder-1.5B, 12 of 21 LoCoMo answers against 7 with `threshold`, at 40 % of its tokens, "
-        "docs/TOOLS.md) or `threshold` (as without tools: also the memories similar to the message).",
+        "a small model, more answers than with `threshold` for fewer tokens, docs/TOOLS.md) or `threshold` (as "
+        "without tools: also the memories similar to the message).",
         choice("threshold", "always_on"), in_code=True)
     ranking: RankingSettings = field(default_factory=RankingSettings)
 

@@ -250,9 +250,9 @@ async def _send(conn: AsyncConnection[Any], params: dict[str, Any]) -> AsyncCurs
     # The planner estimates a user's links from the average user and then prefers a bitmap heap scan
     # (one heap page per memory) to the index-only scan of users_vectors_search (memory_proxy/store/migrations/0003).
     await conn.execute("SELECT set_config('enable_bitmapscan', 'off', true)")  # this transaction only
-    # Prepared by psycopg after 5 runs (its default): planning this statement costs ~2.5 ms, and at
-    # 1,000 memories the generic plan ran in 9.9 ms where one planned per call took 13.8 (the store
-    # benchmark, benchmarks/retrieval.py: faster at 100 and 1,000 memories, slower at 10,000).
+    # Prepared by psycopg after 5 runs (its default): planning this statement costs more than the generic
+    # plan loses at 100 and 1,000 memories, though not at 10,000 (`python -m benchmarks.retrieval`; the
+    # figures: docs/BENCHMARKS.md#retrieval-latency).
     return await conn.execute(_STATEMENT, params, binary=True)
 
 
@@ -271,8 +271,8 @@ def _found(rows: Sequence[Sequence[Any]]) -> Found:
 
 
 # By primary key, (holder, id) pair by pair, whether retired read as a column: with `superseded_at IS NULL` in
-# WHERE, a plan prepared on statistics that predate a team's 30,000 new rows walked the partial index
-# users_vectors_recent through every row of every holder (benchmarks/team_relay: ~31,000 rows a turn).
+# WHERE, a plan prepared on statistics that predate a team's many new rows walked the partial index
+# users_vectors_recent through every row of every holder (benchmarks/team_relay; docs/BENCHMARKS.md#team-memory).
 _ACTIVE_TEXTS = ("SELECT uv.user_id, v.id, v.content, uv.superseded_at IS NULL"
                  " FROM unnest(%s::text[], %s::text[]) AS wanted(user_id, vector_id)"
                  " JOIN users_vectors uv ON uv.user_id = wanted.user_id AND uv.vector_id = wanted.vector_id"

@@ -32,8 +32,8 @@ _ACTIVE = (" FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id"
            " WHERE uv.user_id = %s AND uv.superseded_at IS NULL")
 _READ = ("SELECT " + MEMORY_COLUMNS + ", uv.identity, uv.created_at, v.expires_at, uv.access_count,"
          " uv.last_accessed_at, v.embedding_model, v.embedding, uv.search_text::text, " + _VERSION + _ACTIVE)
-# By id in bytes order ("C"): the database's default collation made this sort 6x the cost of the read
-# (1,000 rows: 29 against 5 ms, ~60 buffer hits a comparison); C.UTF-8 sorts by code point, as C does.
+# By id in bytes order ("C"): under the database's default collation this sort cost several times the read
+# itself (docs/BENCHMARKS.md#retrieval-latency); C.UTF-8 sorts by code point, as C does.
 _BY_ID = ' ORDER BY v.id COLLATE "C"'
 _VERSIONS = "SELECT v.id, " + _VERSION + _ACTIVE + _BY_ID
 # A tsvector's text form: 'lexeme':1,4B 'other':2 (quotes doubled inside a lexeme; positions optional)

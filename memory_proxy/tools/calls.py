@@ -10,7 +10,7 @@ never an exception; a failure while running one says that it failed, and the tur
   search and ranking, above RETRIEVAL_MIN_SCORE), the user's own and the global memories; a JSON list of texts.
 - remember(fact): through formation's own guards (formation/steps.kept_facts): about the user ("User …"),
   no secret (memory_proxy/redact), one short fact within the size limits, and grounded in the user's own words
-  of this conversation (memory/evidence: a name or number that only a document, a system message, the
+  of this conversation (formation/evidence.py: a name or number that only a document, a system message, the
   assistant or a tool result holds is refused). Stored as the management API stores a memory (under the
   user's cap) and audited as `remember`.
 - forget(what): only when the user's own words of the latest message ask for it (`asks_to_forget`: an English

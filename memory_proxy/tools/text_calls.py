@@ -1,9 +1,9 @@
 """Calls of our memory tools that a model wrote as text instead of as `tool_calls`.
 
-Small models behind servers that parse calls out of tagged text often write the call itself as their answer:
-Qwen2.5-Coder-1.5B on llama.cpp's server answers `{"name": "search_memory", "arguments": {"query": "…"}}` (no
-`<tool_call>` tags, so the server's parser passes it on as content; its GGUF's chat template even shows the
-call with doubled braces, which it copies). Relayed, the user would read that JSON as the answer. Such a reply
+Small models behind servers that parse calls out of tagged text often write the call itself as their answer,
+`{"name": "search_memory", "arguments": {"query": "…"}}` with no `<tool_call>` tags, so the server's parser
+passes it on as content; a chat template that shows the call with doubled braces gets them copied (the case
+seen: docs/TOOLS.md, "Calls written as text"). Relayed, the user would read that JSON as the answer. Such a reply
 is read here as the call it spells, but only in a form that leaves no doubt: the reply *starts* with one or
 more JSON objects naming one of the tools offered this round, each optionally inside `<tool_call>` tags or a
 code fence; whatever the model wrote after its calls is dropped (it answers again once it has the results).
