@@ -11,7 +11,9 @@ import httpx
 from structlog.testing import capture_logs
 
 from memory_proxy.breaker import Breaker
-from tests.conftest import BERLIN, CHAT, USER_A, add_memory, chat_body, embeddings_reply, metric, user_headers
+from tests.support.data import BERLIN, CHAT, USER_A
+from tests.support.fakes import embeddings_reply
+from tests.support.proxy import add_memory, chat_body, metric, user_headers
 
 
 def test_the_breaker_opens_lets_one_probe_through_after_the_cool_down_and_backs_off() -> None:

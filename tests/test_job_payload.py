@@ -4,15 +4,7 @@ earlier version a queue, a spool file or a dead job may still hold is read."""
 import pytest
 
 from memory_proxy.job_payload import VERSION, FormationPayload, Message, Remembered, Retrieved
-
-# A job as the code before the versioned payload wrote it, copied from memory_jobs: no `version`, the
-# earlier messages flattened into "role: text" lines. test_worker.py and test_outbox.py read it too.
-OLD_PAYLOAD = {"user_message": "I'm a software engineer and I use Bun", "context": [
-    "user: Which runtime should I pick for my side projects?",
-    "assistant: Node is the safe choice; Bun is faster. What do you use today?"],
-    "retrieved": [{"id": "v-1", "content": "User lives in Lyon."}], "assistant_reply": "Nice, Bun is fast."}
-OLD_CONTEXT = (Message("user", "Which runtime should I pick for my side projects?"),
-               Message("assistant", "Node is the safe choice; Bun is faster. What do you use today?"))
+from tests.support.data import OLD_CONTEXT, OLD_PAYLOAD
 
 
 def test_the_old_flattened_payload_reads_as_structured_messages() -> None:

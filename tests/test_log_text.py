@@ -19,7 +19,7 @@ from memory_proxy.job_payload import FormationPayload
 from memory_proxy.log_text import WITHHELD
 from memory_proxy.observability import configure_logging, log
 from memory_proxy.store import jobs
-from tests.conftest import USER_A
+from tests.support.data import USER_A
 
 MARKER = "quokka-flowerpot-7"  # a fact only the model's reply (or the server's error body) holds
 

@@ -23,18 +23,10 @@ from memory_proxy.breaker import Breaker
 from memory_proxy.services import open_services
 from memory_proxy.settings import load_settings
 from memory_proxy.store.embedded import EmbeddedPostgres
-from tests.conftest import (
-    CHAT,
-    PROXY_KEY,
-    USER_A,
-    chat_body,
-    chunk,
-    completion,
-    make_env,
-    metric,
-    sse,
-    user_headers,
-)
+from tests.support.data import CHAT, PROXY_KEY, USER_A
+from tests.support.fakes import chunk, completion, sse
+from tests.support.proxy import chat_body, make_env, metric, user_headers
+from tests.support.servers import running
 
 
 async def test_a_killed_embedded_database_is_started_again(tmp_path: Path) -> None:
@@ -81,14 +73,6 @@ async def test_a_stop_during_a_restart_leaves_no_postmaster_running(tmp_path: Pa
         if (tmp_path / "postgres" / "postmaster.pid").exists() else None
     assert started is None or not running(started), f"postmaster {started} outlived the stop"
     assert await asyncio.to_thread(embedded.restart_if_stopped) is False  # never again once stopped
-
-
-def running(pid: int) -> bool:
-    """`pid` is a live process (a zombie has exited: it only waits for its parent to read its status)."""
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 BUDGET_MS = 500

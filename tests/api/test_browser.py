@@ -22,11 +22,11 @@ from memory_proxy.api.memory_routes import BROWSER_DIR
 from memory_proxy.records import FactAttributes
 from memory_proxy.store import proposals
 from memory_proxy.store.teams import Holder
-from tests.conftest import PROXY_KEY, USER_A, USER_B, vector_for
+from tests.support.data import API, PROXY_KEY, USER_A, USER_B
+from tests.support.fakes import vector_for
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
-API = "/api/v1"
 WAIT_S = 10
 
 

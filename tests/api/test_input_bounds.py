@@ -12,9 +12,9 @@ import pytest
 from memory_proxy.api.input_bounds import MAX_BODY_BYTES, MAX_PARAMETER_CHARS
 from memory_proxy.formation.memory_text import MAX_MEMORY_BYTES
 from memory_proxy.store.memories import MAX_REASON_CHARS
-from tests.conftest import CHAT, USER_A, chat_body, user_headers
+from tests.support.data import API, CHAT, USER_A
+from tests.support.proxy import chat_body, user_headers
 
-API = "/api/v1"
 AWS_FILE = ("[default]\naws_access_key_id = AKIAZ7QW3RTY5UIOP2LK\n"
             "aws_secret_access_key = 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\n")
 

@@ -23,20 +23,9 @@ from memory_proxy.job_payload import FormationPayload
 from memory_proxy.settings import load_settings
 from memory_proxy.store import jobs, keys, memories
 from memory_proxy.store.database import make_pool
-from tests.conftest import (
-    PROXY_KEY,
-    USER_A,
-    USER_B,
-    add_memory,
-    chat_body,
-    make_env,
-    user_headers,
-    vector_for,
-)
-
-API = "/api/v1"
-BUN = "User is a software engineer who uses Bun."
-RUNTIME_Q = "Which JavaScript runtime should I use for my next project?"
+from tests.support.data import API, BUN, PROXY_KEY, RUNTIME_Q, USER_A, USER_B
+from tests.support.fakes import vector_for
+from tests.support.proxy import add_memory, chat_body, make_env, user_headers
 
 
 def admin(user: str) -> dict[str, str]:

@@ -7,26 +7,12 @@ from typing import Any
 
 import pytest
 
-from tests.api.test_team_routes import OUTSIDER, TEAMS, credentials  # noqa: F401 - the fixture
-from tests.conftest import (
-    BUN,
-    CHAT,
-    RUNTIME_Q,
-    USER_A,
-    USER_B,
-    chat_body,
-    sent_body,
-    system_text,
-    user_headers,
-)
-from tests.system.test_retrieval import fillers
+from tests.support.data import BUN, CHAT, DENO, OUTSIDER, RUNTIME_Q, TEAMS, USER_A, USER_B
+from tests.support.proxy import chat_body, fillers, sent_body, system_text, user_headers
 
 PLATFORM = f"{TEAMS}/platform"
-DENO = "The team's JavaScript runtime for every project is Deno."
-
-
 @pytest.fixture
-async def platform(client: Any, credentials: dict) -> dict:  # noqa: F811 - the fixture
+async def platform(client: Any, credentials: dict) -> dict:
     """Team "platform": USER_A its editor, USER_B a member; OUTSIDER in team "billing" only."""
     for team in ("platform", "billing"):
         assert (await client.post(f"{TEAMS}/", json={"id": team}, headers=credentials["proxy"])).status_code == 201

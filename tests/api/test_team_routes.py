@@ -6,26 +6,7 @@ from typing import Any
 
 import pytest
 
-from memory_proxy.store import keys
-from memory_proxy.store.database import make_pool
-from tests.conftest import PROXY_KEY, USER_A, USER_B, user_headers
-
-TEAMS = "/api/v1/teams"
-OUTSIDER = "user-c"
-
-
-@pytest.fixture
-async def credentials(database_url: str) -> dict[str, dict[str, str]]:
-    """Headers for every kind of caller: operators (the proxy key alone, an admin key) and users (the proxy
-    key with OpenWebUI's identity, a per-user key)."""
-    async with make_pool(database_url, 1) as pool, pool.connection() as conn:
-        admin_key = (await keys.create_key(conn, user_id=None, label="ops"))[1]
-        b_key = (await keys.create_key(conn, user_id=USER_B, label="b"))[1]
-    return {"proxy": {"authorization": f"Bearer {PROXY_KEY}"},
-            "admin": {"authorization": f"Bearer {admin_key}"},
-            "a": {"authorization": f"Bearer {PROXY_KEY}", **user_headers(USER_A)},
-            "b": {"authorization": f"Bearer {b_key}"},
-            "c": {"authorization": f"Bearer {PROXY_KEY}", **user_headers(OUTSIDER)}}
+from tests.support.data import OUTSIDER, TEAMS, USER_A, USER_B
 
 
 async def test_an_operator_builds_a_team_and_each_member_sees_it(client: Any, credentials: dict) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.support.data import ROOT
 
 SAMPLES = 1  # per kind: a memory written through the API, a memory formed by the worker
 ROUNDS = 2   # stale injection: a delete, then an erase, each through the other replica
@@ -30,7 +30,7 @@ def cluster_run(pg_server: Any, tmp_path_factory: pytest.TempPathFactory) -> dic
 
     import psycopg
 
-    from tests.conftest import TEMPLATE_DB
+    from tests.support.data import TEMPLATE_DB
 
     name = "t_cluster_" + uuid.uuid4().hex[:8]
     out = tmp_path_factory.mktemp("cluster") / "cluster.json"

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import ROOT
+from tests.support.data import ROOT
 
 
 def test_each_turns_calls_and_tokens_are_counted(database_url: str, tmp_path: Path) -> None:

@@ -13,7 +13,8 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from memory_proxy.settings import load_settings
-from tests.conftest import PROXY_KEY, make_env
+from tests.support.data import PROXY_KEY
+from tests.support.proxy import make_env
 
 TIMEOUT_S = 0.3
 OLD = {"object": "list", "data": [{"id": "qwen-1.5b", "object": "model"}]}

@@ -16,8 +16,8 @@ from memory_proxy.chat.outbox import Outbox, PendingJob
 from memory_proxy.job_payload import VERSION, FormationPayload
 from memory_proxy.store import jobs
 from memory_proxy.store.database import make_pool
-from tests.conftest import USER_A, USER_B, metric
-from tests.test_job_payload import OLD_CONTEXT, OLD_PAYLOAD
+from tests.support.data import OLD_CONTEXT, OLD_PAYLOAD, USER_A, USER_B
+from tests.support.proxy import metric
 
 DOWN = "postgresql://postgres@/postgres?host=/nonexistent-socket-dir&connect_timeout=1"
 

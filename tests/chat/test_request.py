@@ -3,7 +3,7 @@ import json
 import pytest
 
 from memory_proxy.chat.request import TurnKind, classify, latest_user_text, message_text
-from tests.conftest import FIXTURES
+from tests.support.data import FIXTURES
 
 RAG_TURN = ("### Task:\nRespond to the user query using the provided context, incorporating inline "
             "citations.\n<context>\n<source id=\"1\">doc</source>\n</context>\n\n<user_query>\nWhat is X?\n</user_query>")

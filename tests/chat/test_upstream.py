@@ -24,7 +24,9 @@ from litestar.testing import AsyncTestClient
 
 from memory_proxy.chat.upstream import Clients
 from memory_proxy.settings import Settings, load_settings
-from tests.conftest import CHAT, PROXY_KEY, free_port, make_env, served
+from tests.support.data import CHAT, PROXY_KEY
+from tests.support.proxy import make_env
+from tests.support.servers import free_port, served
 
 AUTH = {"authorization": f"Bearer {PROXY_KEY}"}
 FIRST_BYTE_TIMEOUT = 0.5
@@ -170,7 +172,7 @@ async def upstream() -> AsyncIterator[LoopbackUpstream]:
 
 @pytest.fixture
 def env(database_url: str, tmp_path: Path, upstream: LoopbackUpstream) -> dict[str, str]:
-    """The conftest's settings, pointed at the loopback upstream, with short timeouts."""
+    """The tests' settings (make_env), pointed at the loopback upstream, with short timeouts."""
     return make_env(database_url, tmp_path, UPSTREAM_BASE_URL=upstream.url,
                     UPSTREAM_FIRST_BYTE_TIMEOUT=str(FIRST_BYTE_TIMEOUT), UPSTREAM_READ_TIMEOUT=str(READ_TIMEOUT),
                     UPSTREAM_CONNECT_TIMEOUT="0.5")

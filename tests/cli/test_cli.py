@@ -20,12 +20,14 @@ import pytest
 from memory_proxy.cli import build_parser, main
 from memory_proxy.embedding.memory_document import embedding_text
 from memory_proxy.settings import markdown_table
-from tests.conftest import EMBEDDINGS, USER_A, USER_B, free_port, vector_for, wait_ready
+from tests.support.data import EMBEDDINGS, USER_A, USER_B
+from tests.support.fakes import vector_for
+from tests.support.proxy import set_env
+from tests.support.servers import free_port, wait_ready
 
 
 def test_memories_add_embeds_and_stores(env: dict, outside: Any, database_url: str, monkeypatch, capsys) -> None:
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
+    set_env(env, monkeypatch)
     text = "User is a software engineer who uses Bun."
     assert main(["memories", "add", "--user", USER_A, text]) == 0
     vector_id = capsys.readouterr().out.strip()
@@ -39,8 +41,7 @@ def test_memories_add_embeds_and_stores(env: dict, outside: Any, database_url: s
 
 def test_memories_add_redacts_secrets_before_embedding(env: dict, outside: Any, database_url: str,
                                                        monkeypatch, capsys) -> None:
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
+    set_env(env, monkeypatch)
     assert main(["memories", "add", "--user", USER_A, "The staging DB is postgres://app:Hunter2-xyz@db:5432/app"]) == 0
     vector_id = capsys.readouterr().out.strip()
     stored = "The staging DB is postgres://app:[REDACTED: connection_string]@db:5432/app"
@@ -50,8 +51,7 @@ def test_memories_add_redacts_secrets_before_embedding(env: dict, outside: Any, 
 
 
 def test_migrate_reports_an_up_to_date_database(env: dict, monkeypatch, capsys) -> None:
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
+    set_env(env, monkeypatch)
     assert main(["migrate"]) == 0
     assert "up to date" in capsys.readouterr().out
 
@@ -70,15 +70,13 @@ def test_settings_prints_the_configuration_table(capsys) -> None:
 
 
 def test_memories_add_refuses_empty_text(env: dict, monkeypatch, capsys) -> None:
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
+    set_env(env, monkeypatch)
     assert main(["memories", "add", "--user", USER_A, "  "]) == 2
 
 
 def test_memories_add_and_load_global_refuse_text_over_the_size_limit(env: dict, outside: Any, tmp_path: Path,
                                                                       monkeypatch, capsys) -> None:
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
+    set_env(env, monkeypatch)
     assert main(["memories", "add", "--user", USER_A, "x" * 2049]) == 2
     assert "over 2048 bytes" in capsys.readouterr().err
     lines = tmp_path / "global.txt"
@@ -115,8 +113,7 @@ async def test_serve_starts_on_the_embedded_database_with_a_generated_key(tmp_pa
 
 def test_global_memories_from_a_file_and_by_hand(env: dict, outside: Any, database_url: str, tmp_path: Path,
                                                  monkeypatch, capsys) -> None:
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
+    set_env(env, monkeypatch)
     source = tmp_path / "globals.txt"
     source.write_text("# company facts\nEveryone on this server works at Acme.\n\nThe VPN is at vpn.acme.test.\n")
     assert main(["memories", "load-global", str(source)]) == 0
@@ -129,8 +126,7 @@ def test_global_memories_from_a_file_and_by_hand(env: dict, outside: Any, databa
 
 
 def test_jobs_list_and_retry(env: dict, database_url: str, monkeypatch, capsys) -> None:
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
+    set_env(env, monkeypatch)
     with psycopg.connect(database_url) as conn:
         conn.execute("INSERT INTO memory_jobs (user_id, payload, said_at, status, attempts, last_error)"
                      " VALUES ('u1', '{}', now(), 'dead', 5, 'LLM down'), ('u2', '{}', now(), 'queued', 0, NULL)")
@@ -280,11 +276,6 @@ def test_python_m_proxy_exits_2_on_an_invalid_port_without_a_traceback(tmp_path:
     assert "came from --port" in done.stderr and "Traceback" not in done.stderr
 
 
-def _set_env(env: dict, monkeypatch) -> None:
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-
-
 def _store(database_url: str, user: str, content: str, *, model: str = "mistral-embed", memory_type: str = "preference",
            pinned: bool = False, stated_at: str = "2026-03-02T10:00:00+00:00", expires_at: str | None = None) -> str:
     """A memory written with plain SQL (as the database owner: no row-level security)."""
@@ -301,7 +292,7 @@ def _store(database_url: str, user: str, content: str, *, model: str = "mistral-
 
 
 def test_memories_list_shows_active_memories(env: dict, database_url: str, monkeypatch, capsys) -> None:
-    _set_env(env, monkeypatch)
+    set_env(env, monkeypatch)
     _store(database_url, USER_A, "User lives in Berlin.", memory_type="identity", pinned=True)
     _store(database_url, USER_A, "User is in Rome this week.", memory_type="temporary",
            stated_at="2026-01-01T00:00:00+00:00", expires_at="2026-01-08T00:00:00+00:00")  # expired
@@ -318,7 +309,7 @@ def test_memories_list_shows_active_memories(env: dict, database_url: str, monke
 
 def test_memories_export_and_import_round_trip(env: dict, outside: Any, database_url: str, tmp_path: Path,
                                                monkeypatch, capsys) -> None:
-    _set_env(env, monkeypatch)
+    set_env(env, monkeypatch)
     _store(database_url, USER_A, "User lives in Berlin.", memory_type="identity", pinned=True, model="old-model")
     _store(database_url, USER_A, "User prefers tea.", stated_at="2025-12-24T08:00:00+00:00")
     export = tmp_path / "a.json"
@@ -349,7 +340,7 @@ def test_memories_export_and_import_round_trip(env: dict, outside: Any, database
 
 
 def test_memories_import_refuses_what_is_not_an_export(env: dict, tmp_path: Path, monkeypatch, capsys) -> None:
-    _set_env(env, monkeypatch)
+    set_env(env, monkeypatch)
     bogus = tmp_path / "x.json"
     bogus.write_text('{"memories": []}')
     assert main(["memories", "import", str(bogus)]) == 2
@@ -357,7 +348,7 @@ def test_memories_import_refuses_what_is_not_an_export(env: dict, tmp_path: Path
 
 
 def test_reembed_command(env: dict, outside: Any, database_url: str, monkeypatch, capsys) -> None:
-    _set_env(env, monkeypatch)
+    set_env(env, monkeypatch)
     for text in ("User lives in Berlin.", "User prefers tea.", "User has a dog named Rex."):
         _store(database_url, USER_A, text, model="old-model")
     assert main(["reembed", "--dry-run"]) == 0
@@ -370,7 +361,7 @@ def test_reembed_command(env: dict, outside: Any, database_url: str, monkeypatch
 
 
 def test_maintain_command_is_wired(env: dict, monkeypatch, capsys) -> None:
-    _set_env(env, monkeypatch)
+    set_env(env, monkeypatch)
     seen = {}
 
     async def maintain(pool: Any, settings: Any, user_id: str | None = None) -> dict[str, int]:
@@ -386,7 +377,7 @@ def test_maintain_command_is_wired(env: dict, monkeypatch, capsys) -> None:
 
 def test_maintain_expires_memories(env: dict, database_url: str, monkeypatch, capsys) -> None:
     """Against memory_proxy.formation.maintain itself: an expired, unpinned memory is retired; a pinned one stays."""
-    _set_env(env, monkeypatch)
+    set_env(env, monkeypatch)
     expired = _store(database_url, USER_A, "User is in Rome this week.", memory_type="temporary",
                      stated_at="2026-01-01T00:00:00+00:00", expires_at="2026-01-08T00:00:00+00:00")
     pinned = _store(database_url, USER_A, "User is in Oslo this week.", memory_type="temporary", pinned=True,
@@ -417,7 +408,7 @@ def _fake_keys(monkeypatch) -> dict[str, Any]:
 
 
 def test_keys_commands_are_wired(env: dict, monkeypatch, capsys) -> None:
-    _set_env(env, monkeypatch)
+    set_env(env, monkeypatch)
     made = _fake_keys(monkeypatch)
     assert main(["keys", "create", "--user", USER_A, "--label", "laptop"]) == 0
     captured = capsys.readouterr()
@@ -431,7 +422,7 @@ def test_keys_commands_are_wired(env: dict, monkeypatch, capsys) -> None:
 
 def test_keys_create_list_revoke(env: dict, monkeypatch, capsys) -> None:
     """Against memory_proxy.store.keys itself: the secret is printed once and never listed."""
-    _set_env(env, monkeypatch)
+    set_env(env, monkeypatch)
     assert main(["keys", "create", "--user", USER_A, "--label", "laptop"]) == 0
     lines = dict(line.split(":", 1) for line in capsys.readouterr().out.splitlines())
     key_id, secret = lines["key id"].strip(), lines["key"].strip()
@@ -445,7 +436,7 @@ def test_keys_create_list_revoke(env: dict, monkeypatch, capsys) -> None:
 @pytest.mark.parametrize("argv", [["--user", ""], ["--user", "   "], [], ["--user", "a", "--admin"]])
 def test_keys_create_never_makes_an_admin_key_by_accident(argv: list[str], env: dict, monkeypatch, capsys) -> None:
     """`keys create --user "$UNSET"` made an admin key (an empty user became NULL, which means admin)."""
-    _set_env(env, monkeypatch)
+    set_env(env, monkeypatch)
     made = _fake_keys(monkeypatch)
     with pytest.raises(SystemExit) as refused:
         main(["keys", "create", *argv])
@@ -453,7 +444,7 @@ def test_keys_create_never_makes_an_admin_key_by_accident(argv: list[str], env: 
 
 
 def test_keys_create_admin_only_when_asked(env: dict, monkeypatch, capsys) -> None:
-    _set_env(env, monkeypatch)
+    set_env(env, monkeypatch)
     made = _fake_keys(monkeypatch)
     assert main(["keys", "create", "--admin", "--label", "ops"]) == 0
     assert made == {"user_id": None, "label": "ops"}

@@ -16,7 +16,7 @@ from memory_proxy.embedding.embedders import build_embedder
 from memory_proxy.embedding.local_model import DIMENSIONS, MODEL_NAME, LocalEmbedder
 from memory_proxy.errors import MemoryUnavailable
 from memory_proxy.settings import load_settings
-from tests.conftest import FIXTURES
+from tests.support.data import FIXTURES
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +101,8 @@ async def test_the_model_is_loaded_before_the_first_chat_turn(env: dict, app_fac
     from litestar.testing import AsyncTestClient
 
     from memory_proxy.store.memories import add_or_find_memory
-    from tests.conftest import PROXY_KEY, USER_A, chat_body, metric, sent_body, system_text, user_headers
+    from tests.support.data import PROXY_KEY, USER_A
+    from tests.support.proxy import chat_body, metric, sent_body, system_text, user_headers
 
     settings = load_settings({**env, "EMBEDDING_PROVIDER": "local", "RETRIEVAL_INJECT_ALL_BELOW": "0"})
     fact = "User keeps bees on the roof of their flat."

@@ -15,7 +15,9 @@ from memory_proxy.services import open_services
 from memory_proxy.settings import Settings
 from memory_proxy.store.memories import add_global_memory
 from memory_proxy.store.search import neighbours
-from tests.conftest import USER_A, USER_B, add_memory, vector_for
+from tests.support.data import USER_A, USER_B
+from tests.support.fakes import vector_for
+from tests.support.proxy import add_memory
 
 FACTS = {USER_A: ["User lives in Berlin.", "User is a software engineer who uses Bun."],
          USER_B: ["User has a dog named Rex."]}

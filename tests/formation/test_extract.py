@@ -10,7 +10,7 @@ from memory_proxy.formation.extract import Extraction, extract_facts
 from memory_proxy.formation.memory_llm import MemoryLLM
 from memory_proxy.prompts import load_prompt
 from memory_proxy.settings import load_settings
-from tests.conftest import PROXY_KEY
+from tests.support.data import PROXY_KEY
 
 
 @pytest.mark.parametrize(("reply", "facts", "forget"), [
@@ -99,7 +99,7 @@ def test_the_prompt_examples_are_nowhere_in_the_benchmark_users() -> None:
     never saw the prompt)."""
     import tomllib
 
-    from tests.conftest import SCENARIOS
+    from tests.support.data import SCENARIOS
 
     files = [SCENARIOS / "users.toml", SCENARIOS / "holdout.toml", *sorted(SCENARIOS.glob("dev/*.toml")),
              *sorted(SCENARIOS.glob("test/*.toml"))]

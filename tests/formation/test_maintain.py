@@ -10,7 +10,8 @@ from memory_proxy.job_payload import FormationPayload
 from memory_proxy.settings import MaintenanceSettings
 from memory_proxy.store import jobs, memories
 from memory_proxy.store.database import make_pool
-from tests.conftest import USER_A, add_memory
+from tests.support.data import USER_A
+from tests.support.proxy import add_memory
 
 
 async def test_retired_memories_done_and_dead_jobs_are_deleted_after_their_retention(

@@ -14,10 +14,10 @@ from memory_proxy.formation.worker import Worker
 from memory_proxy.services import open_services
 from memory_proxy.settings import load_settings
 from memory_proxy.testing.fake_memory_llm import is_memory_prompt
-from tests.conftest import BUN_MSG, CHAT, UPSTREAM, USER_A, user_headers
-from tests.formation.test_worker import links
+from tests.support.data import BUN_MSG, CHAT, UPSTREAM, USER_A
+from tests.support.proxy import active_texts, user_headers
 
-UNCONFIGURED = ("MEMORY_LLM_BASE_URL", "MEMORY_LLM_API_KEY")  # what conftest sets for the memory LLM
+UNCONFIGURED = ("MEMORY_LLM_BASE_URL", "MEMORY_LLM_API_KEY")  # what make_env sets for the memory LLM
 
 
 def memory_llm_for(**env: str) -> MemoryLLM:
@@ -56,4 +56,4 @@ async def test_a_turns_formation_calls_reach_the_upstream_with_the_turns_model(
     assert formation and {body["model"] for body in formation} == {"my-local-model"}
     assert all(str(c.request.url).startswith(UPSTREAM) for c in outside.routes["chat"].calls)
     assert outside.routes["memory_llm"].call_count == 0
-    assert await links(db, USER_A) == ["User is a software engineer who uses Bun."]
+    assert await active_texts(db, USER_A) == ["User is a software engineer who uses Bun."]

@@ -11,8 +11,8 @@ import pytest
 from memory_proxy.formation.evidence import OwnWords, own_words
 from memory_proxy.formation.provenance import parts
 from memory_proxy.testing.prompt_reader import call_purpose
-from tests.conftest import CHAT, USER_A, chat_body, make_env, metric, user_headers
-from tests.formation.test_worker import links
+from tests.support.data import CHAT, USER_A
+from tests.support.proxy import active_texts, chat_body, make_env, metric, user_headers
 
 # A paste with no separator, and inside it a line addressed to the assistant, in French and in German.
 PASTES = {
@@ -53,7 +53,7 @@ async def test_an_injection_in_a_paste_is_left_out_when_the_model_says_so_and_th
     assert await worker.run_until_idle() == 1
     extraction = next(prompt for purpose, prompt in memory_llm.prompts if purpose == "extract")
     assert planted not in extraction and message.split(".")[0] in extraction  # the user's own sentence reached it
-    assert await links(db, USER_A) == [own]
+    assert await active_texts(db, USER_A) == [own]
     assert metric("memory_proxy_provenance_total", outcome="removed") == removed + 1
 
 
@@ -75,7 +75,7 @@ async def test_a_failed_provenance_call_falls_back_to_the_rules_and_the_job_comp
     assert await worker.run_until_idle() == 1
     assert metric("memory_proxy_provenance_total", outcome="fallback") == fallbacks + 1
     assert memory_llm.calls("extract") == 1  # the job went on with the rules' result: today's behaviour
-    assert f"User lives in {planted}." in await links(db, USER_A)
+    assert f"User lives in {planted}." in await active_texts(db, USER_A)
 
 
 async def test_a_message_of_one_part_makes_no_call(client: Any, outside: Any, worker: Any,

@@ -12,7 +12,7 @@ from memory_proxy.formation.resolve import forgotten, proposals, relate, relatio
 from memory_proxy.prompts import load_prompt
 from memory_proxy.records import Memory
 from memory_proxy.settings import load_settings
-from tests.conftest import PROXY_KEY
+from tests.support.data import PROXY_KEY
 
 
 def memories(*texts: str) -> list[Memory]:

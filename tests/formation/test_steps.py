@@ -27,24 +27,10 @@ from structlog.testing import capture_logs
 from memory_proxy.formation.steps import REMEMBERED
 from memory_proxy.job_payload import FormationPayload, Retrieved
 from memory_proxy.store import jobs
-from tests.conftest import (
-    BERLIN,
-    BUN,
-    CHAT,
-    DATE_PREFIX,
-    ROOT,
-    USER_A,
-    add_memory,
-    as_requested,
-    chat_body,
-    metric,
-    user_headers,
-    vector_for,
-)
-from tests.formation.test_worker import links
-from tests.tools.test_calls import call, calling, script
-from tests.tools.test_streamed_rounds import calls_stream
-from tests.tools.test_streamed_rounds import script as script_stream
+from tests.support.data import BERLIN, BUN, CHAT, ROOT, USER_A
+from tests.support.fakes import DATE_PREFIX, as_requested, vector_for
+from tests.support.proxy import active_texts, add_memory, chat_body, metric, user_headers
+from tests.support.tools import call, calling, calls_stream, script, script_stream
 
 
 def formation_benchmark(database_url: str, out: Path, *options: str) -> list[dict[str, Any]]:
@@ -150,7 +136,7 @@ async def test_a_question_restating_an_injected_memory_is_dropped_as_known_not_u
         "Any ideas for a longer run this week?", retrieved=(Retrieved(runs, "User runs 42 km a week."),)))
     assert await worker.run_until_idle() == 1
     assert metric("memory_proxy_facts_dropped_total", reason="known") == known + 1
-    assert await links(db, USER_A) == ["User runs 42 km a week."]
+    assert await active_texts(db, USER_A) == ["User runs 42 km a week."]
 
 
 def _said_facts(n: int) -> tuple[str, list[str]]:
@@ -264,7 +250,7 @@ async def test_a_same_the_model_does_not_confirm_for_that_pair_keeps_the_new_fac
     assert memory_llm.calls("check") == 2
     assert any('Question: Does the old fact include the new fact?' in p for purpose, p in memory_llm.prompts
                if purpose == "check")
-    assert await links(db, USER_A) == ["User lives in Lyon.", "User speaks some Spanish.", "User's cat Pixel is 3."]
+    assert await active_texts(db, USER_A) == ["User lives in Lyon.", "User speaks some Spanish.", "User's cat Pixel is 3."]
 
 
 async def test_an_update_the_model_does_not_confirm_for_that_pair_keeps_the_old_memory(
@@ -279,7 +265,7 @@ async def test_an_update_the_model_does_not_confirm_for_that_pair_keeps_the_old_
     with capture_logs() as logs:
         assert await worker.run_until_idle() == 1
     assert memory_llm.calls("relate") == 2 and memory_llm.calls("check") == 2
-    assert await links(db, USER_A) == ["User drives to work.", "User has a cat.", "User rides a bike to work."]
+    assert await active_texts(db, USER_A) == ["User drives to work.", "User has a cat.", "User rides a bike to work."]
     [line] = [e for e in logs if e["event"] == "memory_decision"]
     cur = await db.execute("SELECT l.vector_id FROM users_vectors l JOIN vectors v ON v.id = l.vector_id"
                            " WHERE l.user_id = %s AND v.content = %s", [USER_A, "User drives to work."])
@@ -296,7 +282,7 @@ async def test_a_document_that_spoofs_the_users_query_plants_nothing_and_erases_
     whatever it is shown as the user's words. Only the user's question reaches it, whether OpenWebUI put
     the filled template before the user's message (the default) or into the system message
     (RAG_SYSTEM_CONTEXT=true: the user's message stays as typed)."""
-    from tests.formation.test_evidence import SPOOF, openwebui_rag
+    from tests.support.fakes import SPOOF, openwebui_rag
 
     known = ["User works at Orvel.", "User's sister lives in Rome.", "User's son Emil is 8."]
     for text in known:
@@ -311,7 +297,7 @@ async def test_a_document_that_spoofs_the_users_query_plants_nothing_and_erases_
                                             {"role": "user", "content": question}]}
     await client.post(CHAT, json=body, headers=user_headers(USER_A))
     assert await worker.run_until_idle() == 1
-    assert await links(db, USER_A) == sorted([*known, "User volunteers for the charity."])
+    assert await active_texts(db, USER_A) == sorted([*known, "User volunteers for the charity."])
     assert memory_llm.calls("forget") == 0
 
 
@@ -324,7 +310,7 @@ async def test_a_replys_facts_are_checked_in_a_worker_process(
     await client.post(CHAT, json=chat_body("I use Bun at work."), headers=user_headers(USER_A))
     assert await worker.run_until_idle() == 1
     assert metric("memory_proxy_secret_scans_total", where="process", outcome="ok") == before + 2
-    assert await links(db, USER_A) == ["User uses Bun at work."]
+    assert await active_texts(db, USER_A) == ["User uses Bun at work."]
 
 
 def test_past_the_facts_read_per_reply_the_rest_are_dropped_unread(monkeypatch: Any) -> None:
@@ -396,7 +382,7 @@ async def test_a_fact_the_chat_model_remembered_is_not_stored_again_by_formation
     await remembered_turn(proxy, outside, "I live in Lyon now.", LYON, stream=stream)
     assert await worker.run_until_idle() == 1
     assert memory_llm.calls("relate") == 1
-    assert await links(db, USER_A) == sorted([*CROWD, LYON])
+    assert await active_texts(db, USER_A) == sorted([*CROWD, LYON])
 
 
 @pytest.mark.parametrize("relation", ["replaces_text", "refines_text"])
@@ -409,7 +395,7 @@ async def test_formation_never_replaces_or_forgets_what_the_chat_model_remembere
     await remembered_turn(proxy, outside, "I live in Lyon with Anna.", LYON)
     with capture_logs() as logs:
         assert await worker.run_until_idle() == 1
-    assert await links(db, USER_A) == [LYON]
+    assert await active_texts(db, USER_A) == [LYON]
     [line] = [e for e in logs if e["event"] == "memory_decision"]
     assert [(d["action"], d["fact"], d["reason"].split(";")[0].split(":")[0]) for d in line["decisions"]] == [
         ("ignore", LYON, REMEMBERED), ("ignore", "User lives in Lyon with Anna.", REMEMBERED)]

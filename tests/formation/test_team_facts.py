@@ -20,8 +20,8 @@ from memory_proxy.services import open_services
 from memory_proxy.settings import load_settings
 from memory_proxy.store import jobs, teams
 from memory_proxy.store.teams import Holder
-from tests.conftest import USER_A, USER_B, add_memory, make_env, metric
-from tests.formation.test_worker import links
+from tests.support.data import USER_A, USER_B
+from tests.support.proxy import active_texts, add_memory, make_env, metric
 
 PLATFORM = Holder.team("platform").principal
 SAID = "heads up: staging db moved to port 5433. Also I moved to Lyon last month."
@@ -59,8 +59,8 @@ async def test_a_teams_fact_goes_to_the_team_and_a_personal_one_stays_the_users(
         db: Any, worker: Worker, memory_llm: Any, platform: None) -> None:
     memory_llm.extract = lambda message: [STAGING, LYON]
     [line] = await formed(db, worker)
-    assert await links(db, USER_A) == ["User lives in Lyon."]
-    assert await links(db, PLATFORM) == ["Team's staging database runs on port 5433."]  # the name taken off
+    assert await active_texts(db, USER_A) == ["User lives in Lyon."]
+    assert await active_texts(db, PLATFORM) == ["Team's staging database runs on port 5433."]  # the name taken off
     cur = await db.execute("SELECT author, memory_type FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id"
                            " WHERE uv.user_id = %s", [PLATFORM])
     assert await cur.fetchall() == [(USER_A, "project")]  # the member who said it; the type the extraction gave
@@ -76,7 +76,7 @@ async def test_a_teams_fact_the_model_does_not_confirm_is_stored_nowhere(
     memory_llm.extract = lambda message: [STAGING, LYON]
     memory_llm.check = lambda prompt: "Message:" not in prompt  # no to the team check
     [line] = await formed(db, worker)
-    assert await links(db, USER_A) == ["User lives in Lyon."] and await links(db, PLATFORM) == []
+    assert await active_texts(db, USER_A) == ["User lives in Lyon."] and await active_texts(db, PLATFORM) == []
     assert {"fact": "Team's staging database runs on port 5433.", "why": "team_unstated"} in line["dropped"]
     assert line["scope"] == {"teams": 1, "written": 1, "unknown": 0, "kept": 0}
 
@@ -86,7 +86,7 @@ async def test_an_unreadable_answer_to_the_team_check_confirms_nothing_and_fails
     memory_llm.extract = lambda message: [STAGING, LYON]
     memory_llm.raw["check"] = "I think so, probably"
     [line] = await formed(db, worker)
-    assert await links(db, USER_A) == ["User lives in Lyon."] and await links(db, PLATFORM) == []
+    assert await active_texts(db, USER_A) == ["User lives in Lyon."] and await active_texts(db, PLATFORM) == []
     assert line["malformed"]
     assert {"fact": "Team's staging database runs on port 5433.", "why": "team_unstated"} in line["dropped"]
 
@@ -97,8 +97,8 @@ async def test_a_team_update_changes_the_teams_memory_audited_as_the_member(
     mine = await add_memory(db, USER_B, "User's staging database runs on port 5432.")  # B's own: untouched
     memory_llm.extract = lambda message: [{**STAGING, "replaces_text": "Team's staging database runs on port 5432."}]
     await formed(db, worker, "staging db moved from port 5432 to port 5433", user=USER_B)
-    assert await links(db, PLATFORM) == ["Team's staging database runs on port 5433."]
-    assert await links(db, USER_B) == ["User's staging database runs on port 5432."] and mine
+    assert await active_texts(db, PLATFORM) == ["Team's staging database runs on port 5433."]
+    assert await active_texts(db, USER_B) == ["User's staging database runs on port 5432."] and mine
     cur = await db.execute("SELECT action, actor FROM memory_updates WHERE user_id = %s AND old_vector_id = %s",
                            [PLATFORM, old])
     assert await cur.fetchall() == [("replace", USER_B)]
@@ -115,7 +115,7 @@ async def test_a_team_sentence_that_fails_a_guard_is_stored_nowhere(
     memory_llm.extract = lambda message: [fact, LYON]
     dropped = metric("memory_proxy_facts_dropped_total", reason=why)
     [line] = await formed(db, worker)
-    assert await links(db, PLATFORM) == [] and await links(db, USER_A) == ["User lives in Lyon."]
+    assert await active_texts(db, PLATFORM) == [] and await active_texts(db, USER_A) == ["User lives in Lyon."]
     assert metric("memory_proxy_facts_dropped_total", reason=why) == dropped + 1
     assert line["scope"] == {"teams": 1, "written": 1, "unknown": 0, "kept": 0}
     assert "hunter2" not in str(line)
@@ -133,7 +133,7 @@ async def test_a_fact_about_something_else_stays_dropped_and_only_a_member_is_sh
     memory_llm.extract = lambda message: [SYSTEM, LYON]
     dropped = metric("memory_proxy_facts_dropped_total", reason="not_about_user")
     await formed(db, worker)
-    assert await links(db, USER_A) == ["User lives in Lyon."] and await links(db, PLATFORM) == []
+    assert await active_texts(db, USER_A) == ["User lives in Lyon."] and await active_texts(db, PLATFORM) == []
     assert metric("memory_proxy_facts_dropped_total", reason="not_about_user") == dropped + 1
     assert ("- Platform\n" in extraction_prompt(memory_llm)) is in_team
     assert ("Team" in extraction_prompt(memory_llm)) is in_team
@@ -146,9 +146,9 @@ async def test_what_the_prompt_says_of_a_team_is_not_the_users_words_but_the_tea
     memory_llm.extract = lambda message: [{"fact": "User is a nurse in Cardiology."},  # an echo of the prompt
                                           {"fact": "The team's handover in the Halvorsen wing is at 7:15."}]
     [line] = await formed(db, worker, "our handover is moving to 7:15 from monday")
-    assert await links(db, USER_A) == [] and [d["why"] for d in line["dropped"]] == ["not_users_words"]
+    assert await active_texts(db, USER_A) == [] and [d["why"] for d in line["dropped"]] == ["not_users_words"]
     # what the operator says the team is about is the team's: a fact of the team may name it
-    assert await links(db, Holder.team("ward").principal) == ["Team's handover in the Halvorsen wing is at 7:15."]
+    assert await active_texts(db, Holder.team("ward").principal) == ["Team's handover in the Halvorsen wing is at 7:15."]
 
 
 @pytest.mark.parametrize("written", ["Team Billing's staging database runs on port 5433.",  # not the user's team
@@ -163,15 +163,15 @@ async def test_a_team_the_user_is_not_in_is_never_written(db: Any, worker: Worke
     assert line["scope"] == {"teams": 2, "written": 1, "unknown": 1, "kept": 0}
     assert line["dropped"][0]["why"] == "team_unknown"
     for holder in ("billing", "platform", "infra"):
-        assert await links(db, Holder.team(holder).principal) == []
-    assert await links(db, USER_A) == []
+        assert await active_texts(db, Holder.team(holder).principal) == []
+    assert await active_texts(db, USER_A) == []
 
 
 async def test_the_one_team_of_a_user_in_one_is_the_team_of_a_fact_that_names_none(
         db: Any, worker: Worker, memory_llm: Any, platform: None) -> None:
     memory_llm.extract = lambda message: [{"fact": "The team's staging database runs on port 5433.", "type": "project"}]
     await formed(db, worker)
-    assert await links(db, PLATFORM) == ["Team's staging database runs on port 5433."]
+    assert await active_texts(db, PLATFORM) == ["Team's staging database runs on port 5433."]
 
 
 async def test_two_teams_of_one_name_are_told_apart_by_their_ids(db: Any, worker: Worker, memory_llm: Any) -> None:
@@ -181,8 +181,8 @@ async def test_two_teams_of_one_name_are_told_apart_by_their_ids(db: Any, worker
     memory_llm.extract = lambda message: [{"fact": "Team ops-us's staging database runs on port 5433."}]
     await formed(db, worker)
     assert "- ops-eu\n" in extraction_prompt(memory_llm) and "- Ops" not in extraction_prompt(memory_llm)
-    assert await links(db, Holder.team("ops-us").principal) == ["Team's staging database runs on port 5433."]
-    assert await links(db, Holder.team("ops-eu").principal) == []
+    assert await active_texts(db, Holder.team("ops-us").principal) == ["Team's staging database runs on port 5433."]
+    assert await active_texts(db, Holder.team("ops-eu").principal) == []
 
 
 async def test_the_extraction_is_shown_the_teams_joined_last_and_no_more(db: Any, worker: Worker,
@@ -206,8 +206,8 @@ async def test_off_shows_no_team_and_stores_no_fact_for_one(db: Any, worker_off:
                                                             outside: Any, platform: None) -> None:
     memory_llm.extract = lambda message: [STAGING, LYON]
     await formed(db, worker_off)
-    assert "Platform" not in extraction_prompt(memory_llm) and await links(db, PLATFORM) == []
-    assert await links(db, USER_A) == ["User lives in Lyon."]  # a team's fact is no fact about the user
+    assert "Platform" not in extraction_prompt(memory_llm) and await active_texts(db, PLATFORM) == []
+    assert await active_texts(db, USER_A) == ["User lives in Lyon."]  # a team's fact is no fact about the user
 
 
 @pytest.fixture
@@ -223,8 +223,8 @@ async def test_review_keeps_a_teams_fact_apart_until_an_editor_accepts_it(
     memory_llm.extract = lambda message: [{**STAGING, "replaces_text": "Team's staging database runs on port 5432."},
                                           LYON]
     await formed(db, worker_review)
-    assert await links(db, PLATFORM) == ["Team's staging database runs on port 5432."]  # nothing shared yet
-    assert await links(db, USER_A) == ["User lives in Lyon."]
+    assert await active_texts(db, PLATFORM) == ["Team's staging database runs on port 5432."]  # nothing shared yet
+    assert await active_texts(db, USER_A) == ["User lives in Lyon."]
     route = "/api/v1/teams/platform/proposals"
     as_a, as_b = {"x-openwebui-user-id": USER_A}, {"x-openwebui-user-id": USER_B}
     assert (await client.get(route, headers=as_a)).status_code == 403  # a member: editors see proposals
@@ -234,7 +234,7 @@ async def test_review_keeps_a_teams_fact_apart_until_an_editor_accepts_it(
 
     accepted = await client.post(f"{route}/{proposal['id']}/accept", headers=as_b)
     assert accepted.status_code == 200 and accepted.json()["memory"]["content"] == proposal["content"]
-    assert await links(db, PLATFORM) == ["Team's staging database runs on port 5433."]
+    assert await active_texts(db, PLATFORM) == ["Team's staging database runs on port 5433."]
     cur = await db.execute("SELECT author FROM users_vectors WHERE user_id = %s AND superseded_at IS NULL", [PLATFORM])
     assert await cur.fetchall() == [(USER_A,)]  # taught by A
     cur = await db.execute("SELECT action, actor FROM memory_updates WHERE user_id = %s", [PLATFORM])
@@ -262,4 +262,4 @@ async def test_a_rejected_proposal_is_gone_and_an_erased_proposer_takes_theirs_a
     erased = await client.post("/api/v1/erase", params={"user": USER_A, "confirm": USER_A})
     assert erased.json()["erased"]["team_proposals"] == 1
     assert (await client.get(route, headers={"x-openwebui-user-id": USER_B})).json()["data"] == []
-    assert await links(db, PLATFORM) == [] and second
+    assert await active_texts(db, PLATFORM) == [] and second

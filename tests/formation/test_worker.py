@@ -19,25 +19,17 @@ from structlog.testing import capture_logs
 from memory_proxy.job_payload import VERSION, FormationPayload
 from memory_proxy.store import jobs
 from memory_proxy.store.scope import in_user_scope
-from tests.conftest import (
-    BUN,
-    BUN_MSG,
-    CHAT,
-    PROXY_KEY,
-    RUNTIME_Q,
-    USER_A,
-    USER_B,
+from tests.support.data import BUN, BUN_MSG, CHAT, OLD_PAYLOAD, PROXY_KEY, RUNTIME_Q, USER_A, USER_B
+from tests.support.fakes import chunk, completion, sse
+from tests.support.proxy import (
+    active_texts,
     add_memory,
     chat_body,
-    chunk,
-    completion,
     metric,
     sent_body,
-    sse,
     system_text,
     user_headers,
 )
-from tests.test_job_payload import OLD_PAYLOAD
 
 NODE_MSG = "I switched from Bun to Node"
 NODE = "User is a software engineer who uses Node."
@@ -49,12 +41,6 @@ CAT = "User has a cat called Miso."
 
 def facts_for(message: str) -> list[str]:
     return {BUN_MSG: [BUN], NODE_MSG: [{"fact": NODE, "replaces_text": BUN}]}.get(message, [])
-
-
-async def links(db: Any, user: str) -> list[str]:
-    cur = await db.execute("SELECT v.content FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id"
-                           " WHERE uv.user_id = %s AND uv.superseded_at IS NULL ORDER BY v.content", [user])
-    return [row[0] for row in await cur.fetchall()]
 
 
 async def job_rows(db: Any) -> list[tuple]:
@@ -91,7 +77,7 @@ async def test_a_job_written_in_the_old_payload_format_is_formed(db: Any, worker
         await db.execute("INSERT INTO memory_jobs (user_id, payload, said_at) VALUES (%s, %s, now())",
                          [USER_A, Jsonb(OLD_PAYLOAD)])
     assert await worker.run_until_idle() == 1
-    assert await links(db, USER_A) == [BUN]
+    assert await active_texts(db, USER_A) == [BUN]
     [(_, status, _, _)] = await job_rows(db)
     assert status == "done"
     [prompt] = [prompt for purpose, prompt in memory_llm.prompts if purpose == "extract"]
@@ -170,7 +156,7 @@ async def test_learn_replace_and_retrieve(client: Any, outside: Any, db: Any, wo
     await client.post(CHAT, json=chat_body(BUN_MSG), headers=user_headers(USER_A))
     with capture_logs() as logs:
         assert await worker.run_until_idle() == 1
-    assert await links(db, USER_A) == [BUN] and await links(db, USER_B) == []
+    assert await active_texts(db, USER_A) == [BUN] and await active_texts(db, USER_B) == []
     [line] = [e for e in logs if e["event"] == "memory_decision"]
     assert line["user_id"] == USER_A and line["input_message_length"] == len(BUN_MSG)
     assert line["extracted_count"] == 1 and line["status"] == "done" and "job_id" in line and "duration_ms" in line
@@ -181,7 +167,7 @@ async def test_learn_replace_and_retrieve(client: Any, outside: Any, db: Any, wo
     await client.post(CHAT, json=chat_body(NODE_MSG), headers=user_headers(USER_A))
     with capture_logs() as logs:
         assert await worker.run_until_idle() == 1
-    assert await links(db, USER_A) == [NODE]
+    assert await active_texts(db, USER_A) == [NODE]
     cur = await db.execute("SELECT o.content, n.content, u.reason, u.user_id FROM memory_updates u"
                            " JOIN vectors o ON o.id = u.old_vector_id JOIN vectors n ON n.id = u.new_vector_id")
     assert await cur.fetchall() == [(BUN, NODE, "the model: the new fact updates it (confirmed)", USER_A)]
@@ -211,20 +197,20 @@ async def test_a_user_at_the_memory_cap_gets_no_new_memory_but_updates_still_hap
     memory_llm.extract = lambda message: {CAT_MSG: [CAT]}.get(message) or facts_for(message)
     await client.post(CHAT, json=chat_body(BUN_MSG), headers=user_headers(USER_A))
     await add_memory(db, USER_A, "User lives in Lyon.")
-    assert await worker.run_until_idle() == 1 and len(await links(db, USER_A)) == 2
+    assert await worker.run_until_idle() == 1 and len(await active_texts(db, USER_A)) == 2
     dropped = metric("memory_proxy_facts_dropped_total", reason="user_cap")
     await client.post(CHAT, json=chat_body(CAT_MSG), headers=user_headers(USER_A))
     with capture_logs() as logs:
         assert await worker.run_until_idle() == 1
-    assert CAT not in await links(db, USER_A)
+    assert CAT not in await active_texts(db, USER_A)
     assert metric("memory_proxy_facts_dropped_total", reason="user_cap") == dropped + 1
     assert [e["active"] for e in logs if e["event"] == "memory_limit"] == [2]
     await client.post(CHAT, json=chat_body(NODE_MSG), headers=user_headers(USER_A))
     assert await worker.run_until_idle() == 1
-    assert await links(db, USER_A) == ["User is a software engineer who uses Node.", "User lives in Lyon."]
+    assert await active_texts(db, USER_A) == ["User is a software engineer who uses Node.", "User lives in Lyon."]
     # another user is not affected by A's cap
     await client.post(CHAT, json=chat_body(CAT_MSG), headers=user_headers(USER_B))
-    assert await worker.run_until_idle() == 1 and await links(db, USER_B) == [CAT]
+    assert await worker.run_until_idle() == 1 and await active_texts(db, USER_B) == [CAT]
 
 
 async def test_the_same_fact_in_20_parallel_requests_leaves_one_memory(
@@ -241,7 +227,7 @@ async def test_the_same_fact_in_20_parallel_requests_leaves_one_memory(
                        settings=settings.formation)
         done = await asyncio.gather(worker.run_until_idle(), rival.run_until_idle())
     assert sum(done) == 20
-    assert await links(db, USER_A) == [BUN]
+    assert await active_texts(db, USER_A) == [BUN]
     assert {status for _, status, _, _ in await job_rows(db)} == {"done"}
 
 
@@ -257,7 +243,7 @@ async def test_flip_flop_an_older_statement_never_replaces_a_newer_one(
     await jobs.enqueue(db, user_id=USER_A, said_at=now - timedelta(hours=1), payload=FormationPayload(BUN_MSG))
     with capture_logs() as logs:
         await worker.run_until_idle()
-    assert await links(db, USER_A) == [NODE]
+    assert await active_texts(db, USER_A) == [NODE]
     [line] = [e for e in logs if e["event"] == "memory_decision"]
     assert line["decisions"][0]["action"] == "ignore" and "flip-flop" in line["decisions"][0]["reason"]
 
@@ -272,7 +258,7 @@ async def test_a_shared_memory_is_unlinked_only_for_the_user_who_changed(
     assert await link_vector(db, USER_B, bun)
     await jobs.enqueue(db, user_id=USER_A, said_at=datetime.now(UTC), payload=FormationPayload(NODE_MSG))
     await worker.run_until_idle()
-    assert await links(db, USER_A) == [NODE] and await links(db, USER_B) == [BUN]
+    assert await active_texts(db, USER_A) == [NODE] and await active_texts(db, USER_B) == [BUN]
 
 
 # ---------------------------------------------------------------- failures
@@ -311,7 +297,7 @@ async def test_a_failing_memory_llm_is_retried_then_dead_and_chat_is_unaffected(
     assert metric("memory_proxy_jobs_total", event="dead") == dead_before + 1
     cur = await db.execute("SELECT last_error FROM memory_jobs WHERE status = 'dead'")
     assert (await cur.fetchone())[0]
-    assert await links(db, USER_A) == []
+    assert await active_texts(db, USER_A) == []
 
     # a dead job is visible and can be retried once the LLM is back
     memory_llm.hang = None
@@ -322,7 +308,7 @@ async def test_a_failing_memory_llm_is_retried_then_dead_and_chat_is_unaffected(
         worker = Worker(pool=services.pool, embedder=services.embedder, llm=services.llm, scanner=services.scanner,
                         settings=back.formation)
         assert await worker.run_until_idle() == 1
-    assert await links(db, USER_A) == [BUN]
+    assert await active_texts(db, USER_A) == [BUN]
 
 
 async def test_a_busy_memory_llm_server_is_queueing_not_failure(
@@ -349,7 +335,7 @@ async def test_a_busy_memory_llm_server_is_queueing_not_failure(
         memory_llm.hang = None  # the server is free again
         await db.execute("UPDATE memory_jobs SET run_after = now()")
         assert await worker.run_until_idle() == 1
-    assert await links(db, USER_A) == [BUN]
+    assert await active_texts(db, USER_A) == [BUN]
 
 
 OUTAGES = {
@@ -395,7 +381,7 @@ async def test_a_ten_minute_memory_llm_outage_kills_no_job(db: Any, worker: Any,
     cur = await db.execute("SELECT DISTINCT status FROM memory_jobs")
     assert await cur.fetchall() == [("done",)]
     for user in users:
-        assert await links(db, user) == [BUN]
+        assert await active_texts(db, user) == [BUN]
 
 
 async def test_a_request_the_memory_llm_refuses_still_spends_attempts(db: Any, worker: Any, outside: Any) -> None:
@@ -441,7 +427,7 @@ async def test_a_reply_that_can_never_be_read_is_an_empty_answer_not_a_failed_jo
     [decision] = [e for e in logs if e["event"] == "memory_decision"]
     assert decision["malformed"] and decision["malformed"][0].startswith(purpose)
     # no facts read from a broken extraction; a broken comparison adds the fact beside the old one
-    assert await links(db, USER_A) == ([BUN] if purpose == "extract" else sorted([BUN, NODE]))
+    assert await active_texts(db, USER_A) == ([BUN] if purpose == "extract" else sorted([BUN, NODE]))
 
 
 async def test_a_job_whose_worker_died_is_taken_over_after_its_lease(
@@ -452,7 +438,7 @@ async def test_a_job_whose_worker_died_is_taken_over_after_its_lease(
     assert await worker.run_until_idle() == 0  # its lease is still valid
     await db.execute("UPDATE memory_jobs SET locked_until = now() - interval '1 second'")
     assert await worker.run_until_idle() == 1
-    assert await links(db, USER_A) == [BUN]
+    assert await active_texts(db, USER_A) == [BUN]
     # the dead worker waking up cannot complete (nor apply) the job a second time
     assert not await jobs.complete(db, job_id=claimed.id, worker_id="dead-worker")
 
@@ -462,7 +448,7 @@ async def test_a_job_whose_worker_died_is_taken_over_after_its_lease(
 async def test_global_memories_reach_users_with_fewer_than_five_of_their_own(client: Any, outside: Any,
                                                                             db: Any) -> None:
     from memory_proxy.store.memories import add_global_memory
-    from tests.conftest import vector_for
+    from tests.support.fakes import vector_for
 
     text = "Everyone on this server works at Acme."
     global_id = await add_global_memory(db, content=text, embedding=vector_for(text), model="mistral-embed")
@@ -495,7 +481,7 @@ async def test_every_provider_and_mode_forms_memories(env: dict, outside: Any, d
         worker = Worker(pool=services.pool, embedder=services.embedder, llm=services.llm, scanner=services.scanner,
                         settings=settings.formation)
         assert await worker.run_until_idle() == 1
-    assert await links(db, USER_A) == [BUN, "User lives in Berlin."]
+    assert await active_texts(db, USER_A) == [BUN, "User lives in Berlin."]
     assert memory_llm.calls("extract") == 1  # one call a turn, whatever the number of facts
     sent = outside.routes["memory_llm"].calls.last.request
     assert sent.headers["authorization"] == "Bearer llm-secret-key"
@@ -512,7 +498,7 @@ async def test_no_secret_of_the_corpus_is_stored_or_sent_to_the_memory_llm(
     and handed back by an extraction LLM that ignores redaction (the store must redact anyway)."""
     from dataclasses import replace
 
-    from tests.redact.test_redact import POSITIVE, _pieces
+    from tests.support.secrets import POSITIVE, pieces
 
     worker.settings = replace(worker.settings, skip_trivial=False)  # every sample reaches extraction
     raw_by_seen: dict[str, str] = {}  # what the extraction LLM is shown → the original text
@@ -539,10 +525,10 @@ async def test_no_secret_of_the_corpus_is_stored_or_sent_to_the_memory_llm(
     stored += [row[0] for row in await (await db.execute("SELECT reason FROM memory_updates")).fetchall()]
     stored += [prompt for _, prompt in memory_llm.prompts]
     blob = "\n".join(stored)
-    leaked = [s["kind"] for s in POSITIVE if any(piece in blob for piece in _pieces(s["secret"], 12))]
+    leaked = [s["kind"] for s in POSITIVE if any(piece in blob for piece in pieces(s["secret"], 12))]
     assert leaked == []
     # a fact that held a secret is dropped whole ("User's key is [REDACTED]" is worth nothing)
-    assert not any("REDACTED" in text for text in await links(db, USER_A))
+    assert not any("REDACTED" in text for text in await active_texts(db, USER_A))
     # the model reads a sentence that held a secret with its placeholder only; the raw secret a model hands
     # back (this fake repeats what it was told) is dropped whole
     calls = memory_llm.calls("extract")

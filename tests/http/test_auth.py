@@ -17,6 +17,7 @@ from memory_proxy.http.auth import (
     signed_user_id,
 )
 from memory_proxy.settings import load_settings
+from tests.support.fakes import JWT_SECRET, openwebui_token
 
 
 def test_a_key_is_generated_once_stored_privately_and_reused(tmp_path: Path, capsys) -> None:
@@ -46,16 +47,6 @@ def test_key_checker() -> None:
 
 
 # ---------------------------------------------------------------- OpenWebUI's signed user identity
-
-JWT_SECRET = "shared-secret-with-openwebui-0123456789"
-
-
-def openwebui_token(sub: str = "user-a", secret: str = JWT_SECRET, **claims: Any) -> str:
-    now = int(time.time())
-    payload = {"sub": sub, "email": "a@example.com", "name": "A", "role": "user", "iss": "open-webui",
-               "iat": now, "exp": now + 300, **claims}
-    return jwt.encode({k: v for k, v in payload.items() if v is not None}, secret, algorithm="HS256")
-
 
 def test_a_valid_openwebui_token_names_the_user() -> None:
     verifier = UserJwtVerifier(JWT_SECRET)
@@ -98,8 +89,9 @@ async def test_with_a_jwt_secret_the_token_names_the_user_and_a_forged_header_is
     from litestar.testing import AsyncTestClient
     from structlog.testing import capture_logs
 
-    from tests.conftest import BUN, PROXY_KEY, RUNTIME_Q, USER_A, USER_B, add_memory, chat_body, system_text
-    from tests.conftest import sent_body as upstream_body
+    from tests.support.data import BUN, PROXY_KEY, RUNTIME_Q, USER_A, USER_B
+    from tests.support.proxy import add_memory, chat_body, system_text
+    from tests.support.proxy import sent_body as upstream_body
 
     await add_memory(db, USER_A, BUN)
     settings = load_settings({**env, "USER_JWT_SECRET": JWT_SECRET})
@@ -157,7 +149,7 @@ def test_user_headers_are_read_as_utf8_and_a_second_one_is_refused() -> None:
 
 
 async def test_a_blank_user_header_is_a_400_not_an_anonymous_turn(client: Any) -> None:
-    from tests.conftest import chat_body
+    from tests.support.proxy import chat_body
 
     response = await client.post("/v1/chat/completions", json=chat_body("hi"), headers={"x-openwebui-user-id": "  "})
     assert response.status_code == 400 and response.json()["error"]["code"] == "invalid_user_id"
@@ -168,7 +160,8 @@ async def test_a_signed_subject_that_cannot_be_stored_is_refused_at_the_door(
     """A `sub` with NUL passed the signature check and reached the job outbox, which could never store it."""
     from litestar.testing import AsyncTestClient
 
-    from tests.conftest import PROXY_KEY, chat_body
+    from tests.support.data import PROXY_KEY
+    from tests.support.proxy import chat_body
 
     settings = load_settings({**env, "USER_JWT_SECRET": JWT_SECRET})
     async with AsyncTestClient(app_factory(settings), base_url="http://proxy.test") as client:

@@ -7,7 +7,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import PROXY_KEY, USER_A, user_headers
+from tests.support.data import PROXY_KEY, USER_A
+from tests.support.proxy import user_headers
 
 
 @pytest.fixture

@@ -11,7 +11,8 @@ import pytest
 from pybetterleaks import ScanTimeoutError, scan_text
 
 from memory_proxy.redact import betterleaks, kingfisher, redact, redact_strings
-from tests.conftest import CHAT, SECRETS_CORPUS, USER_A, chat_body, metric, user_headers
+from tests.support.data import CHAT, SECRETS_CORPUS, USER_A
+from tests.support.proxy import chat_body, metric, user_headers
 
 CORPUS = SECRETS_CORPUS
 

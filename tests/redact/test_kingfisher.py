@@ -11,7 +11,7 @@ import pytest
 
 from memory_proxy.redact import Redaction, kingfisher, redact, warm
 from memory_proxy.redact.betterleaks import ScanFailed
-from tests.conftest import SECRETS_CORPUS
+from tests.support.data import SECRETS_CORPUS
 
 CORPUS = SECRETS_CORPUS
 POSTHOG = "phx_sXNyZ4gbsX4wwzOM8q_E1076ZJhN-i1BpN088af7a"  # a published sample of the dev split

@@ -11,19 +11,12 @@ from collections import Counter
 import pytest
 
 from memory_proxy.redact import Redaction, redact
-from tests.conftest import FIXTURES, LOOKALIKE_CORPUS, PROSE_SECRETS, SECRETS_CORPUS
+from tests.support.data import LOOKALIKE_CORPUS, PROSE_SECRETS, SECRETS_CORPUS
+from tests.support.secrets import NEGATIVE, POSITIVE, pieces
 
-CORPUS = json.loads((FIXTURES / "secrets.json").read_text())
-POSITIVE = CORPUS["positive"]
-NEGATIVE = CORPUS["negative"]
 KINDS = {"api_key", "aws_key", "github_token", "gitlab_token", "slack_token", "jwt", "bearer_token",
          "private_key", "connection_string", "card_number", "bank_account", "seed_phrase", "password", "pin",
          "passphrase", "secret"}
-
-
-def _pieces(secret: str, size: int = 8) -> list[str]:
-    """The secret itself and every `size`-character piece of it."""
-    return [secret] + [secret[i:i + size] for i in range(len(secret) - size + 1)]
 
 
 def test_corpus_is_large_and_covers_every_kind() -> None:
@@ -34,7 +27,7 @@ def test_corpus_is_large_and_covers_every_kind() -> None:
 
 def test_no_secret_of_the_corpus_survives() -> None:
     """0 stored: no 8-character piece of any positive sample's secret is left (details in the test below)."""
-    leaked = [s["text"] for s in POSITIVE if any(p in redact(s["text"]).text for p in _pieces(s["secret"]))]
+    leaked = [s["text"] for s in POSITIVE if any(p in redact(s["text"]).text for p in pieces(s["secret"]))]
     assert leaked == [], f"{len(leaked)} of {len(POSITIVE)} secrets survive"
 
 
@@ -48,7 +41,7 @@ def test_false_redactions_on_look_alikes_stay_under_2_percent() -> None:
 @pytest.mark.parametrize("sample", POSITIVE, ids=lambda s: f"{s['kind']}:{s['text'][:30]}")
 def test_secret_is_gone_and_kind_reported(sample: dict[str, str]) -> None:
     result = redact(sample["text"])
-    leaked = [piece for piece in _pieces(sample["secret"]) if piece in result.text]
+    leaked = [piece for piece in pieces(sample["secret"]) if piece in result.text]
     assert not leaked, result.text
     assert sample["kind"] in result.kinds
     assert f"[REDACTED: {sample['kind']}]" in result.text

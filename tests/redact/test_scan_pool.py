@@ -18,7 +18,7 @@ from memory_proxy.redact.betterleaks import ScanFailed
 from memory_proxy.redact.scan_pool import SMALL_TEXT_CHARS, Scanner, redact_small
 from memory_proxy.services import open_services
 from memory_proxy.settings import Settings
-from tests.conftest import metric
+from tests.support.proxy import metric
 
 KEY = "sk-proj-" + "Zq3xT9vL2mN8pR4sW6yB1cD5fG7hJ0kA" * 2
 

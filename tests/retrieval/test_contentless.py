@@ -9,7 +9,7 @@ import pytest
 
 from memory_proxy.chat.request import TurnKind, classify, latest_user_text
 from memory_proxy.retrieval.contentless import contentless
-from tests.conftest import FIXTURES
+from tests.support.data import FIXTURES
 
 
 @pytest.mark.parametrize("text", ["ok", "Thanks!", "ok thanks", "yes please", "👍", "", "  ", "Merci", "lol"])

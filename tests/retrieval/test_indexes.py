@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -22,9 +21,10 @@ from memory_proxy.retrieval.user_index import Query
 from memory_proxy.settings import load_settings
 from memory_proxy.store import memories, search, snapshot
 from memory_proxy.store.database import make_pool
-from tests.conftest import BUN, CHAT, RUNTIME_Q, USER_A, USER_B, add_memory, chat_body, metric, user_headers
-from tests.store.test_search import MODEL, add, basis
-from tests.system.test_retrieval import fillers
+from tests.support.data import BUN, CHAT, MODEL, RUNTIME_Q, USER_A, USER_B
+from tests.support.fakes import basis
+from tests.support.proxy import add_memory, add_with_vector, chat_body, fillers, metric, user_headers
+from tests.support.servers import until
 
 WORDS = ["parrot", "garden", "coffee", "rust", "berlin", "violin", "marathon", "sushi"]
 
@@ -34,18 +34,8 @@ async def seed(db: Any, user: str = USER_A, count: int = 24) -> list[str]:
     ids = []
     for i in range(count):
         text = f"User likes {WORDS[i % 8]} and {WORDS[(i * 3 + 1) % 8]}, note {i}."
-        ids.append(await add(db, text, basis((i % 5, 1.0), (10 + i, 0.3 + 0.05 * (i % 4))), user))
+        ids.append(await add_with_vector(db, text, basis((i % 5, 1.0), (10 + i, 0.3 + 0.05 * (i % 4))), user))
     return ids
-
-
-async def until(check: Callable[[], Awaitable[bool] | bool], seconds: float = 10.0) -> None:
-    deadline = time.monotonic() + seconds
-    while True:
-        result = check()
-        if await result if isinstance(result, Awaitable) else result:
-            return
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.01)
 
 
 @pytest.fixture
@@ -111,7 +101,7 @@ async def test_a_change_drops_that_users_index_and_use_counts_do_not(db: Any, da
     await indexes.caught_up()
     assert await indexes.ready(USER_A) is not None and await indexes.ready(USER_B) is not None
     await memories.record_uses(db, [(USER_A, a_ids[0], 3, datetime.now(UTC))])  # no notification
-    await add(db, "User moved to Lisbon.", basis((7, 1.0)), USER_B)  # notified after the use counts
+    await add_with_vector(db, "User moved to Lisbon.", basis((7, 1.0)), USER_B)  # notified after the use counts
     await until(lambda: indexes.get(USER_B) is None)
     assert indexes.get(USER_A) is not None  # notifications arrive in commit order: A's was never sent
 
@@ -422,14 +412,14 @@ async def test_with_no_budget_every_turn_searches_postgresql(proxy: Any, db: Any
 
 async def test_a_user_searched_in_sql_by_size_is_not_read_again_until_a_change(db: Any, indexes: Indexes) -> None:
     for i in range(3):  # fewer than COLD_START_THRESHOLD: the global memories are searched with theirs
-        await add(db, f"User fact {i}.", basis((i, 1.0)))
+        await add_with_vector(db, f"User fact {i}.", basis((i, 1.0)))
     await indexes.caught_up()
     assert await indexes.ready(USER_A) is None
     before = metric("memory_proxy_index_lookups_total", result="sql")
     assert indexes.get(USER_A) is None and not indexes._loading  # no second read
     assert metric("memory_proxy_index_lookups_total", result="sql") == before + 1
     for i in range(3, 6):
-        await add(db, f"User fact {i}.", basis((i, 1.0)))
+        await add_with_vector(db, f"User fact {i}.", basis((i, 1.0)))
     await indexes.caught_up()
     assert await indexes.ready(USER_A) is not None  # the change dropped the mark: read again, now held
 
@@ -467,7 +457,7 @@ async def test_a_read_after_a_change_reads_whole_only_the_rows_that_changed(db: 
         assert before is not None
         await memories.set_pinned(db, USER_A, ids[0], True)
         await memories.retire_memory(db, user_id=USER_A, vector_id=ids[1], reason="test", action="delete")
-        new = await add(db, "User moved to Lisbon.", basis((7, 1.0)))
+        new = await add_with_vector(db, "User moved to Lisbon.", basis((7, 1.0)))
         await memories.record_uses(db, [(USER_A, ids[2], 2, datetime.now(UTC))])
         read_whole: list[str] = []
         link_row = snapshot._link_row
@@ -515,7 +505,7 @@ async def test_a_changed_index_is_read_again_before_the_users_next_turn(db: Any,
         return await read_user(*args, **kwargs)
 
     monkeypatch.setattr(snapshot, "read_user", counted)
-    new = [await add(db, f"User moved to city {i}.", basis((7, 1.0))) for i in range(3)]
+    new = [await add_with_vector(db, f"User moved to city {i}.", basis((7, 1.0))) for i in range(3)]
     await indexes.caught_up()
     assert indexes.fresh(USER_A) is None  # changed: not served
     await until(lambda: (held := indexes.fresh(USER_A)) is not None and set(new) <= set(held.position))
@@ -537,12 +527,12 @@ async def test_a_refresh_overtaken_by_a_change_reads_again(db: Any, indexes: Ind
     async def overtaken(*args: Any, **kwargs: Any) -> Any:
         rows = await read_user(*args, **kwargs)
         if not late:  # a change commits after this read, before it is stored
-            late_interaction.append(await add(db, "User adopted a cat.", basis((8, 1.0))))
+            late_interaction.append(await add_with_vector(db, "User adopted a cat.", basis((8, 1.0))))
             await indexes.caught_up()
         return rows
 
     monkeypatch.setattr(snapshot, "read_user", overtaken)
-    first = await add(db, "User moved to Lisbon.", basis((7, 1.0)))
+    first = await add_with_vector(db, "User moved to Lisbon.", basis((7, 1.0)))
     await until(lambda: (held := indexes.fresh(USER_A)) is not None and {first, *late} <= set(held.position))
 
 

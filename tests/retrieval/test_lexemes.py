@@ -9,7 +9,7 @@ import psycopg
 import pytest
 
 from memory_proxy.retrieval.lexemes import query_lexemes
-from tests.conftest import LOCOMO
+from tests.support.data import LOCOMO
 
 CASES = ["The organized user's well-known J.K. Rowling quote, 3.5 times!",
          "What did I say my favourite programming language was?",

@@ -9,7 +9,8 @@ import pytest
 from memory_proxy.retrieval import use_counts
 from memory_proxy.retrieval.use_counts import UseCounts
 from memory_proxy.store.database import make_pool
-from tests.conftest import USER_A, USER_B, add_memory
+from tests.support.data import USER_A, USER_B
+from tests.support.proxy import add_memory
 
 
 async def counts(db: Any, user: str) -> dict[str, int]:

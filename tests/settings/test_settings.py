@@ -16,7 +16,7 @@ from memory_proxy.settings import (
     load_settings,
     markdown_table,
 )
-from tests.conftest import ROOT
+from tests.support.data import ROOT
 
 CONFIGURATION_PAGE = ROOT / "docs" / "CONFIGURATION.md"
 

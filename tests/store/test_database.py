@@ -24,7 +24,9 @@ from psycopg_pool import PoolTimeout
 
 from memory_proxy.store.database import make_pool
 from memory_proxy.store.scope import user_scope
-from tests.conftest import CHAT, chat_body, free_port, metric, user_headers
+from tests.support.data import CHAT
+from tests.support.proxy import chat_body, metric, user_headers
+from tests.support.servers import free_port
 
 PGBOUNCER = shutil.which("pgbouncer") or shutil.which("pgbouncer", path="/usr/sbin")
 pytestmark = pytest.mark.skipif(PGBOUNCER is None and not os.environ.get("CI"),

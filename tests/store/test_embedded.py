@@ -12,10 +12,9 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
-
 from memory_proxy.store.embedded import EmbeddedPostgres
-from tests.conftest import ROOT
+from tests.support.data import ROOT
+from tests.support.servers import running
 
 HOLDER = ("import sys, time; from pathlib import Path; from memory_proxy.store.embedded import EmbeddedPostgres; "
           "EmbeddedPostgres(Path(sys.argv[1])); print('ready', flush=True); time.sleep(600)")
@@ -32,13 +31,6 @@ def holder(pgdata: Path) -> subprocess.Popen[bytes]:
                                env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT)
     assert process.stdout is not None and process.stdout.readline() == b"ready\n"  # b"": it failed and exited
     return process
-
-
-def running(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 def test_a_postmaster_left_by_a_killed_proxy_is_stopped_by_the_next_one_s_stop(tmp_path: Path) -> None:

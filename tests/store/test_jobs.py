@@ -12,7 +12,8 @@ from memory_proxy.job_payload import FormationPayload
 from memory_proxy.store import jobs, manage
 from memory_proxy.store.database import make_pool
 from memory_proxy.store.scope import user_scope
-from tests.conftest import USER_A, USER_B, add_memory
+from tests.support.data import USER_A, USER_B
+from tests.support.proxy import add_memory
 
 FLOOD = "flooding-user"
 

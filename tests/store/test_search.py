@@ -7,7 +7,6 @@ import math
 from datetime import UTC, datetime
 from typing import Any
 
-import numpy as np
 import pytest
 
 from memory_proxy.records import FactAttributes, Memory, SearchHit
@@ -15,21 +14,9 @@ from memory_proxy.retrieval.retrieve import memories_for_turn
 from memory_proxy.settings import load_settings
 from memory_proxy.store import memories, search
 from memory_proxy.store.database import make_pool
-from tests.conftest import USER_A, USER_B
-
-MODEL = "mistral-embed"
-
-
-def basis(*weights: tuple[int, float]) -> list[float]:
-    """A unit vector in 1024-d with the given (dimension, weight) components."""
-    vector = np.zeros(1024)
-    for dim, weight in weights:
-        vector[dim] = weight
-    return (vector / np.linalg.norm(vector)).tolist()
-
-
-async def add(db: Any, text: str, vector: list[float], user: str = USER_A) -> str:
-    return await memories.add_or_find_memory(db, user_id=user, content=text, embedding=vector, model=MODEL)
+from tests.support.data import MODEL, USER_A, USER_B
+from tests.support.fakes import basis
+from tests.support.proxy import add_with_vector
 
 
 def bm25(tf: int, dl: int, avgdl: float, df: int, n: int) -> float:
@@ -40,10 +27,10 @@ def bm25(tf: int, dl: int, avgdl: float, df: int, n: int) -> float:
 async def test_bm25_and_reciprocal_rank_fusion_match_a_hand_computed_case(db: Any) -> None:
     # English full-text config: "has", "a", "and" are stop words; "likes" stems to "like". Words per memory
     # (dl): parrot 2 (user, parrot), cat 2, cat_dog 3, tea 3 (user, like, tea); avgdl 2.5, N 4.
-    parrot = await add(db, "User has a parrot.", basis((1, 1.0)))
-    cat = await add(db, "User has a cat.", basis((2, 1.0)))
-    cat_dog = await add(db, "User has a cat and a dog.", basis((0, 1.0)))  # the query's own direction
-    tea = await add(db, "User likes tea.", basis((0, 0.6), (3, 0.8)))  # cosine 0.6
+    parrot = await add_with_vector(db, "User has a parrot.", basis((1, 1.0)))
+    cat = await add_with_vector(db, "User has a cat.", basis((2, 1.0)))
+    cat_dog = await add_with_vector(db, "User has a cat and a dog.", basis((0, 1.0)))  # the query's own direction
+    tea = await add_with_vector(db, "User likes tea.", basis((0, 0.6), (3, 0.8)))  # cosine 0.6
     # By hand: parrot 1.2040·1.0891 = 1.3113; cat 0.6931·1.0891 = 0.7549; cat_dog 0.6931·0.9244 = 0.6407.
     assert bm25(1, 2, 2.5, 1, 4) == pytest.approx(1.3113, abs=1e-4)
     assert bm25(1, 2, 2.5, 2, 4) == pytest.approx(0.7549, abs=1e-4)
@@ -70,8 +57,8 @@ async def test_bm25_and_reciprocal_rank_fusion_match_a_hand_computed_case(db: An
 
 async def test_a_word_most_of_the_users_memories_hold_is_not_scored(db: Any) -> None:
     for i in range(4):
-        await add(db, f"User keeps note {i} about gardening.", basis((10 + i, 1.0)))
-    rare = await add(db, "User keeps a parrot.", basis((20, 1.0)))
+        await add_with_vector(db, f"User keeps note {i} about gardening.", basis((10 + i, 1.0)))
+    rare = await add_with_vector(db, "User keeps a parrot.", basis((20, 1.0)))
     found = await search.search(db, user_id=USER_A, model=MODEL, embedding=basis((0, 1.0)),
                                 text="my notes, my parrot", mode="text", limit=10)
     # "note" is in 4 of 5 memories (> half): dropped before any posting is read; "parrot" is scored.
@@ -94,9 +81,9 @@ async def postings(db: Any, user: str) -> tuple[set[tuple[str, str]], dict[str, 
 
 
 async def test_postings_follow_every_change_of_a_users_links(db: Any) -> None:
-    bun = await add(db, "User codes with Bun.", basis((1, 1.0)))
-    node = await add(db, "User codes with Node.", basis((2, 1.0)))
-    await add(db, "User codes in Rust.", basis((3, 1.0)), user=USER_B)
+    bun = await add_with_vector(db, "User codes with Bun.", basis((1, 1.0)))
+    node = await add_with_vector(db, "User codes with Node.", basis((2, 1.0)))
+    await add_with_vector(db, "User codes in Rust.", basis((3, 1.0)), user=USER_B)
     terms, lexicon, stats = await postings(db, USER_A)
     assert terms == {("user", bun), ("code", bun), ("bun", bun), ("user", node), ("code", node), ("node", node)}
     assert lexicon == {"user": 2, "code": 2, "bun": 1, "node": 1} and stats == (2, 6)
@@ -117,7 +104,7 @@ async def test_postings_follow_every_change_of_a_users_links(db: Any) -> None:
 
 
 async def test_a_user_never_reads_another_users_postings(db: Any, database_url: str) -> None:
-    await add(db, "User keeps a parrot.", basis((1, 1.0)), user=USER_B)
+    await add_with_vector(db, "User keeps a parrot.", basis((1, 1.0)), user=USER_B)
     async with make_pool(database_url, 1) as pool, pool.connection() as conn:  # the app's role: RLS applies
         async with conn.transaction():
             await conn.execute("SELECT set_config('memory_proxy.user_id', %s, true)", [USER_A])
@@ -130,9 +117,9 @@ async def test_a_user_never_reads_another_users_postings(db: Any, database_url: 
 
 
 async def test_candidates_carry_their_similarities_to_each_other(db: Any) -> None:
-    await add(db, "User likes green tea.", basis((0, 1.0), (1, 0.1)))
-    await add(db, "User loves green tea.", basis((0, 1.0), (1, 0.12)))  # a near copy: same signs everywhere
-    await add(db, "User climbs on weekends.", basis((500, 1.0)))
+    await add_with_vector(db, "User likes green tea.", basis((0, 1.0), (1, 0.1)))
+    await add_with_vector(db, "User loves green tea.", basis((0, 1.0), (1, 0.12)))  # a near copy: same signs everywhere
+    await add_with_vector(db, "User climbs on weekends.", basis((500, 1.0)))
     found = await search.search(db, user_id=USER_A, model=MODEL, embedding=basis((0, 1.0)), text="", limit=10,
                                 mode="vector")
     by_text = {h.memory.content: h for h in found.hits}
@@ -148,7 +135,7 @@ async def test_a_turn_reads_both_tiers_and_the_search_on_one_connection(db: Any,
     name = await memories.add_or_find_memory(db, user_id=USER_A, content="User's name is Ana.",
                                         embedding=basis((9, 1.0)), model=MODEL,
                                         attributes=FactAttributes(memory_type="identity"))
-    tea = await add(db, "User likes green tea.", basis((0, 1.0)))
+    tea = await add_with_vector(db, "User likes green tea.", basis((0, 1.0)))
 
     class Embedder:
         model = MODEL
@@ -176,7 +163,7 @@ async def test_a_turn_reads_both_tiers_and_the_search_on_one_connection(db: Any,
 async def test_one_shared_word_of_a_long_query_does_not_pass_the_minimum_score(db: Any) -> None:
     from memory_proxy.retrieval.rank import qualifies
 
-    writing = await add(db, "User likes writing Python.", basis((7, 1.0)))  # cosine 0 to the query
+    writing = await add_with_vector(db, "User likes writing Python.", basis((7, 1.0)))  # cosine 0 to the query
     found = await search.search(db, user_id=USER_A, model=MODEL, embedding=basis((0, 1.0)),
                                 text="Can you help me write a poem about the ocean?", limit=10)
     [hit] = [h for h in found.hits if h.memory.id == writing]

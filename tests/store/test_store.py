@@ -11,7 +11,9 @@ from memory_proxy.store.database import migrate, migration_names
 from memory_proxy.store.embedded import BUNDLED_NEEDS, needs_rebuild
 from memory_proxy.store.memories import add_or_find_memory, count_memories, link_vector
 from memory_proxy.store.search import SEARCH_CANDIDATES, neighbours
-from tests.conftest import ROOT, USER_A, USER_B, add_memory, vector_for
+from tests.support.data import ROOT, USER_A, USER_B
+from tests.support.fakes import vector_for
+from tests.support.proxy import add_memory
 
 QUERY = "Which JavaScript runtime should I use for my next project?"
 

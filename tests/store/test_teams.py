@@ -10,8 +10,8 @@ import pytest
 from memory_proxy.cli import main
 from memory_proxy.store import teams
 from memory_proxy.store.database import make_pool
-from tests.api.test_memory_routes import BUN, RUNTIME_Q
-from tests.conftest import USER_A, USER_B, add_memory, chat_body, metric, user_headers
+from tests.support.data import BUN, RUNTIME_Q, USER_A, USER_B
+from tests.support.proxy import add_memory, chat_body, metric, set_env, user_headers
 
 
 async def test_a_team_its_members_and_their_roles(database_url: str) -> None:
@@ -68,13 +68,8 @@ def test_membership_needs_a_team_and_a_role(database_url: str) -> None:
             conn.execute("INSERT INTO team_members (team_id, user_id, role) VALUES ('ops', 'u', 'owner')")
 
 
-def _set_env(env: dict, monkeypatch: Any) -> None:
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-
-
 def test_the_teams_command(env: dict, monkeypatch: Any, capsys: Any) -> None:
-    _set_env(env, monkeypatch)
+    set_env(env, monkeypatch)
     assert main(["teams", "create", "platform", "--name", "Platform", "--about", "runs the clusters"]) == 0
     assert main(["teams", "create", "platform"]) == 1 and "exists already" in capsys.readouterr().err
     assert main(["teams", "add", "platform", USER_A, "--editor"]) == 0

@@ -8,7 +8,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from tests.conftest import ROOT
+from tests.support.data import ROOT
 
 PACKAGE = ROOT / "memory_proxy"
 PAGE = (ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")

@@ -16,20 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import (
-    BUN,
-    CHAT,
-    PROXY_KEY,
-    RUNTIME_Q,
-    USER_A,
-    add_memory,
-    chat_body,
-    make_env,
-    metric,
-    sent_body,
-    system_text,
-    user_headers,
-)
+from tests.support.data import BUN, CHAT, PROXY_KEY, RUNTIME_Q, USER_A
+from tests.support.proxy import add_memory, chat_body, make_env, metric, sent_body, system_text, user_headers
 
 MAX_BYTES = 1024 * 1024
 JSON = {"content-type": "application/json"}

@@ -6,7 +6,8 @@ from typing import Any
 import pytest
 
 from memory_proxy.chat.request import TurnKind, classify
-from tests.conftest import FIXTURES, PROXY_KEY, add_memory, system_text
+from tests.support.data import FIXTURES, PROXY_KEY
+from tests.support.proxy import add_memory, system_text
 
 TEA = "User prefers green tea over coffee."
 

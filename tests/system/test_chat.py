@@ -11,7 +11,7 @@ import httpx
 import pytest
 import respx
 
-from tests.conftest import (
+from tests.support.data import (
     BERLIN,
     BUN,
     CHAT,
@@ -21,14 +21,9 @@ from tests.conftest import (
     UPSTREAM_KEY,
     USER_A,
     USER_B,
-    add_memory,
-    chat_body,
-    completion,
-    metric,
-    sent_body,
-    system_text,
-    user_headers,
 )
+from tests.support.fakes import completion
+from tests.support.proxy import add_memory, chat_body, metric, sent_body, system_text, user_headers
 
 
 def is_openai_error(response: httpx.Response) -> bool:
@@ -316,7 +311,7 @@ async def test_database_down_at_start_chat_works_and_memory_starts_when_it_comes
 
     from memory_proxy.settings import load_settings
     from memory_proxy.store.database import make_pool
-    from tests.conftest import make_env
+    from tests.support.proxy import make_env
 
     name = "late_" + uuid.uuid4().hex[:8]
     url = pg_server.get_uri(name)

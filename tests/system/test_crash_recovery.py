@@ -5,69 +5,41 @@ and memory LLM are one fake HTTP server in the test process."""
 import asyncio
 import os
 import signal
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import psycopg
 import pytest
-import uvicorn
 
 from memory_proxy.testing.fake_memory_llm import FakeMemoryLLM, asgi_app
-from tests.conftest import BUN, BUN_MSG, PROXY_KEY, embeddings_reply, free_port, wait_ready
+from tests.support.data import BUN_MSG, PROXY_KEY
+from tests.support.fakes import bun_llm, embeddings_reply, vector_for
+from tests.support.proxy import job_states
+from tests.support.servers import (
+    free_port,
+    proxy_command,
+    restart_until_done,
+    served,
+    start_proxy,
+    stop_process,
+    until,
+    wait_ready,
+)
 
 USERS = [f"user-{i}" for i in range(6)]
 
 
 @pytest.fixture
 async def fake_outside() -> AsyncIterator[tuple[str, FakeMemoryLLM]]:
-    llm = FakeMemoryLLM(extract=lambda message: [BUN] if message == BUN_MSG else [])
-    server = uvicorn.Server(uvicorn.Config(asgi_app(llm, embeddings_reply), host="127.0.0.1", port=0,
-                                           log_level="warning", lifespan="off", loop="asyncio"))
-    task = asyncio.create_task(server.serve())
-    async with asyncio.timeout(10):
-        while not server.started:
-            await asyncio.sleep(0.01)
-    yield f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}/v1", llm
-    if llm.hang:
-        llm.hang.set()  # let any held request end, or the server would wait for it forever
-    server.should_exit = True
-    await asyncio.wait_for(task, 10)
-
-
-def start_proxy(env: dict[str, str], port: int) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", "memory_proxy", "serve"], env={**os.environ, **env,
-                            "MEMORY_PROXY_PORT": str(port)}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-
-
-def job_states(database_url: str) -> dict[str, int]:
-    with psycopg.connect(database_url) as conn:
-        return dict(conn.execute("SELECT status, count(*) FROM memory_jobs GROUP BY status").fetchall())
-
-
-async def poll(condition: Any, seconds: float) -> None:
-    async with asyncio.timeout(seconds):
-        while not condition():
-            await asyncio.sleep(0.05)
-
-
-async def restart_until_done(env: dict[str, str], port: int, base: str, database_url: str, llm: FakeMemoryLLM,
-                             done: int) -> tuple[int | None, str]:
-    """Release the hung memory LLM, start a new proxy, wait until `done` jobs are done, stop it (SIGTERM);
-    its exit code and output."""
-    llm.hang.set()
-    llm.hang = None
-    proxy = start_proxy(env, port)
-    try:
-        await wait_ready(base, proxy)
-        await poll(lambda: job_states(database_url) == {"done": done}, 30)
-    finally:
-        proxy.send_signal(signal.SIGTERM)
-        output = proxy.communicate(timeout=30)[0].decode()
-    return proxy.returncode, output
+    """The upstream, embeddings and memory LLM (which extracts BUN) as one fake HTTP server in this process."""
+    llm = bun_llm()
+    async with served(asgi_app(llm, embeddings_reply), lifespan="off") as url:
+        try:
+            yield f"{url}/v1", llm
+        finally:
+            if llm.hang:
+                llm.hang.set()  # let any held request end, or the server would wait for it forever
 
 
 async def test_sigkill_with_jobs_queued_and_running(database_url: str, tmp_path: Path,
@@ -88,7 +60,7 @@ async def test_sigkill_with_jobs_queued_and_running(database_url: str, tmp_path:
                 response = await client.post("/v1/chat/completions", headers={"x-openwebui-user-id": user},
                                              json={"model": "m", "messages": [{"role": "user", "content": BUN_MSG}]})
                 assert response.status_code == 200  # accepted: from here on the job must not be lost
-        await poll(lambda: job_states(database_url) == {"queued": 4, "running": 2}, 20)
+        await until(lambda: job_states(database_url) == {"queued": 4, "running": 2}, 20, interval=0.05)
     finally:
         first.send_signal(signal.SIGKILL)
         first.wait(10)
@@ -122,13 +94,11 @@ async def test_a_separate_worker_process_drains_the_queue_and_stops_cleanly(
             await jobs.enqueue(conn, user_id=user, said_at=datetime.now(UTC), payload=FormationPayload(BUN_MSG))
     env = {**os.environ, "DATABASE_URL": database_url, "MEMORY_PROXY_DATA_DIR": str(tmp_path),
            "EMBEDDING_BASE_URL": fake_url, "MEMORY_LLM_BASE_URL": fake_url, "MISTRAL_API_KEY": "x"}
-    process = subprocess.Popen([sys.executable, "-m", "memory_proxy", "worker"], env=env,  # noqa: ASYNC220 — spawning returns at once
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    process = proxy_command("worker", env=env)
     try:
-        await poll(lambda: job_states(database_url) == {"done": 3}, 30)
+        await until(lambda: job_states(database_url) == {"done": 3}, 30, interval=0.05)
     finally:
-        process.send_signal(signal.SIGTERM)
-        output = process.communicate(timeout=30)[0].decode()
+        output = stop_process(process)
     assert process.returncode == 0, output
     assert '"event": "worker_started"' in output and output.count('"memory_decision"') == 3
 
@@ -142,7 +112,6 @@ async def test_a_standalone_worker_runs_the_scheduled_maintenance(
     from memory_proxy.records import FactAttributes
     from memory_proxy.store import memories
     from memory_proxy.store.database import make_pool
-    from tests.conftest import vector_for
 
     fake_url, _ = fake_outside
     text = "User has a cold today."
@@ -159,11 +128,9 @@ async def test_a_standalone_worker_runs_the_scheduled_maintenance(
     env = {**os.environ, "DATABASE_URL": database_url, "MEMORY_PROXY_DATA_DIR": str(tmp_path),
            "EMBEDDING_BASE_URL": fake_url, "MEMORY_LLM_BASE_URL": fake_url, "MISTRAL_API_KEY": "x",
            "MAINTENANCE_INTERVAL_SECONDS": "1"}
-    process = subprocess.Popen([sys.executable, "-m", "memory_proxy", "worker"], env=env,  # noqa: ASYNC220 — spawning returns at once
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    process = proxy_command("worker", env=env)
     try:
-        await poll(retired, 30)
+        await until(retired, 30, interval=0.05)
     finally:
-        process.send_signal(signal.SIGTERM)
-        output = process.communicate(timeout=30)[0].decode()
+        output = stop_process(process)
     assert process.returncode == 0, output

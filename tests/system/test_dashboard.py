@@ -29,25 +29,11 @@ import httpx
 import pytest
 
 from memory_proxy.formation.worker import refresh_gauges
-from tests.conftest import (
-    BUN,
-    CHAT,
-    DASHBOARD,
-    PROXY_KEY,
-    RUNTIME_Q,
-    add_memory,
-    chat_body,
-    completion,
-    embeddings_reply,
-    free_port,
-    make_env,
-    metric,
-    user_headers,
-)
-from tests.tools.test_calls import call, calling, script
-from tests.tools.test_rounds import SECRET_FACT
-from tests.tools.test_streamed_rounds import calls_stream
-from tests.tools.test_streamed_rounds import script as script_stream
+from tests.support.data import BUN, CHAT, DASHBOARD, PROXY_KEY, RUNTIME_Q
+from tests.support.fakes import completion, embeddings_reply
+from tests.support.proxy import add_memory, chat_body, make_env, metric, user_headers
+from tests.support.servers import free_port
+from tests.support.tools import SECRET_FACT, call, calling, calls_stream, script, script_stream
 
 FORM_MSG = "Let me tell you about myself: I like tea, I drink coffee now, I live near Berlin with a cat, round"
 RETRY_MSG = "One more thing about me: I play chess, round"
@@ -217,7 +203,7 @@ async def drive_load(phase: int, proxy: httpx.AsyncClient, db: Any, worker: Any,
     [job] = await worker.claim(1)
     assert await worker.process(job) == "queued"  # retried later
     memory_llm.down = False
-    async with asyncio.timeout(DEADLINE_S):  # its backoff is 10 ms (JOB_RETRY_BASE_SECONDS in conftest)
+    async with asyncio.timeout(DEADLINE_S):  # its backoff is 10 ms (JOB_RETRY_BASE_SECONDS in support.proxy.make_env)
         while not await worker.run_until_idle():
             await asyncio.sleep(0.02)
     await refresh_gauges(worker.pool)  # memory totals and the (now empty) queue, as the worker does every 15 s

@@ -23,7 +23,7 @@ from prometheus_client import Counter, Gauge, Histogram, Summary
 
 from memory_proxy import observability
 from memory_proxy.settings import SPECS
-from tests.conftest import DASHBOARD, ROOT
+from tests.support.data import DASHBOARD, ROOT
 
 COMPOSE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "Dockerfile"

@@ -17,7 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import CHAT, USER_A, add_memory, chunk, completion, make_env, metric, sse
+from tests.support.data import CHAT, USER_A
+from tests.support.fakes import chunk, completion, sse
+from tests.support.proxy import add_memory, make_env, metric
 
 FUZZ: dict[str, Any] = {"deadline": None, "database": None,
                         "suppress_health_check": [HealthCheck.function_scoped_fixture]}

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -16,23 +15,11 @@ import structlog
 from memory_proxy.chat import outbox
 from memory_proxy.http.request_id import client_request_id
 from memory_proxy.observability import configure_logging, log, user_ref
-from tests.conftest import CHAT, USER_A, USER_B, add_memory, chat_body, completion, user_headers
-from tests.system.test_streaming import ScriptedStream, stream_reply
+from tests.support.data import CHAT, USER_A, USER_B
+from tests.support.fakes import ScriptedStream, completion, stream_reply
+from tests.support.proxy import add_memory, chat_body, user_headers
 
 HEX_ID = re.compile(r"[0-9a-f]{32}")
-
-
-@pytest.fixture
-def json_logs(capsys: pytest.CaptureFixture[str]) -> Iterator[Any]:
-    """Structured logs as the production format writes them; returns a reader of the parsed lines."""
-    configure_logging("info", "json")
-
-    def lines() -> list[dict[str, Any]]:
-        text = capsys.readouterr().err
-        return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
-
-    yield lines
-    structlog.reset_defaults()
 
 
 @pytest.fixture

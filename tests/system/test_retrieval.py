@@ -13,21 +13,9 @@ from memory_proxy.formation.maintain import maintain
 from memory_proxy.records import FactAttributes
 from memory_proxy.settings import MaintenanceSettings, load_settings
 from memory_proxy.store import memories
-from tests.conftest import (
-    BERLIN,
-    BUN,
-    CHAT,
-    RUNTIME_Q,
-    USER_A,
-    USER_B,
-    add_memory,
-    chat_body,
-    make_env,
-    sent_body,
-    system_text,
-    user_headers,
-    vector_for,
-)
+from tests.support.data import BERLIN, BUN, CHAT, RUNTIME_Q, USER_A, USER_B
+from tests.support.fakes import vector_for
+from tests.support.proxy import add_memory, chat_body, fillers, make_env, sent_body, system_text, user_headers
 
 DOG = "User's dog is named Rex."  # its vector is unrelated to every query (no fixture): words must find it
 DOG_Q = "What is my dog's name?"
@@ -42,11 +30,6 @@ async def typed(db: Any, user: str, content: str, memory_type: str, *, pinned: b
         await db.execute("UPDATE users_vectors SET pinned = true WHERE user_id = %s AND vector_id = %s",
                          [user, memory_id])
     return memory_id
-
-
-async def fillers(db: Any, user: str, n: int = 6) -> None:
-    for i in range(n):
-        await add_memory(db, user, f"User filler fact number {i} about nothing.")
 
 
 async def test_full_text_finds_what_the_embedding_misses(proxy: Any, outside: Any, db: Any) -> None:

@@ -11,11 +11,12 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 
 from memory_proxy.testing.fake_memory_llm import FakeMemoryLLM, asgi_app
-from tests.conftest import BUN, BUN_MSG, PROXY_KEY, embeddings_reply, free_port, wait_ready
-from tests.system.test_crash_recovery import job_states, poll, restart_until_done, start_proxy
+from tests.support.data import BUN_MSG, PROXY_KEY
+from tests.support.fakes import bun_llm, embeddings_reply
+from tests.support.proxy import job_states
+from tests.support.servers import free_port, restart_until_done, served, start_proxy, until, wait_ready
 
 CHUNKS = 8
 CHUNK_GAP_S = 0.15
@@ -51,18 +52,14 @@ def slow_upstream(fallback: Any) -> Any:
 
 @pytest.fixture
 async def outside_url() -> AsyncIterator[tuple[str, FakeMemoryLLM]]:
-    llm = FakeMemoryLLM(extract=lambda message: [BUN] if message == BUN_MSG else [])
-    server = uvicorn.Server(uvicorn.Config(slow_upstream(asgi_app(llm, embeddings_reply)), host="127.0.0.1",
-                                           port=0, log_level="warning", lifespan="off", loop="asyncio"))
-    task = asyncio.create_task(server.serve())
-    async with asyncio.timeout(10):
-        while not server.started:
-            await asyncio.sleep(0.01)
-    yield f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}", llm
-    if llm.hang:
-        llm.hang.set()
-    server.should_exit = True
-    await asyncio.wait_for(task, 10)
+    """The fake outside world (memory LLM extracting BUN) with the slow and stuck upstreams, in this process."""
+    llm = bun_llm()
+    async with served(slow_upstream(asgi_app(llm, embeddings_reply)), lifespan="off") as url:
+        try:
+            yield url, llm
+        finally:
+            if llm.hang:
+                llm.hang.set()
 
 
 async def test_sigterm_lets_the_stream_finish_releases_jobs_and_a_restart_completes_them(
@@ -84,7 +81,7 @@ async def test_sigterm_lets_the_stream_finish_releases_jobs_and_a_restart_comple
             for user in ("user-0", "user-1"):  # two finished turns: their jobs hang in the worker
                 reply = await client.post("/v1/chat/completions", json=body, headers={"x-openwebui-user-id": user})
                 assert reply.status_code == 200
-            await poll(lambda: job_states(database_url) == {"running": 2}, 20)
+            await until(lambda: job_states(database_url) == {"running": 2}, 20, interval=0.05)
 
             received: list[bytes] = []
             async with client.stream("POST", "/v1/chat/completions", json=body,

@@ -9,17 +9,9 @@ import httpx
 import openai
 import pytest
 
-from tests.conftest import (
-    PROXY_KEY,
-    UPSTREAM,
-    USER_A,
-    add_memory,
-    chunk,
-    completion,
-    sent_body,
-    sse,
-    user_headers,
-)
+from tests.support.data import PROXY_KEY, UPSTREAM, USER_A
+from tests.support.fakes import ScriptedStream, chunk, completion, sse, stream_reply
+from tests.support.proxy import add_memory, collect, sdk, sent_body
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "weather for a city",
                                            "parameters": {"type": "object",
@@ -36,52 +28,6 @@ TOOL_STREAM = sse(
     {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "fake-model", "choices": [],
      "usage": {"prompt_tokens": 12, "completion_tokens": 9, "total_tokens": 21}},
 )
-
-
-class ScriptedStream(httpx.AsyncByteStream):
-    """An upstream SSE body: chunks, optionally held back at `hold_at` until `release` is set,
-    optionally failing at the end; `closed` is set when the proxy closes it."""
-
-    def __init__(self, chunks: list[bytes], hold_at: int | None = None, fail: Exception | None = None) -> None:
-        self.chunks, self.hold_at, self.fail = chunks, hold_at, fail
-        self.release, self.closed = asyncio.Event(), asyncio.Event()
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        for i, part in enumerate(self.chunks):
-            if i == self.hold_at:
-                await self.release.wait()
-            yield part
-        if self.fail:
-            raise self.fail
-
-    async def aclose(self) -> None:
-        self.closed.set()
-
-
-def stream_reply(stream: ScriptedStream) -> httpx.Response:
-    return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=stream)
-
-
-async def collect(stream: Any) -> dict[str, Any]:
-    """What a client makes of a stream: text, tool calls, finish reason, usage."""
-    text, calls, finish, usage = "", {}, None, None
-    async for event in stream:
-        if event.usage:
-            usage = event.usage.model_dump()
-        for choice in event.choices:
-            text += choice.delta.content or ""
-            finish = choice.finish_reason or finish
-            for call in choice.delta.tool_calls or []:
-                entry = calls.setdefault(call.index, {"id": None, "name": "", "arguments": ""})
-                entry["id"] = call.id or entry["id"]
-                entry["name"] += call.function.name or ""
-                entry["arguments"] += call.function.arguments or ""
-    return {"text": text, "calls": calls, "finish": finish, "usage": usage}
-
-
-def sdk(base_url: str, api_key: str, user: str | None = USER_A) -> openai.AsyncOpenAI:
-    headers = user_headers(user) if user else {}
-    return openai.AsyncOpenAI(base_url=base_url, api_key=api_key, default_headers=headers, max_retries=0)
 
 
 async def test_sdk_stream_with_tools_is_the_same_through_the_proxy(live_url: str, outside: Any, db: Any) -> None:

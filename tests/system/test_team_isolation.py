@@ -22,10 +22,10 @@ from memory_proxy.http.auth import USER_JWT_HEADER
 from memory_proxy.settings import load_settings
 from memory_proxy.store import teams
 from memory_proxy.store.teams import Holder
-from tests.conftest import CHAT, PROXY_KEY, RUNTIME_Q, USER_A, USER_B, add_memory, chat_body, system_text
-from tests.http.test_auth import JWT_SECRET, openwebui_token
-from tests.system.test_retrieval import fillers
-from tests.tools.test_calls import ASK, call, calling, script, tool_results
+from tests.support.data import CHAT, PROXY_KEY, RUNTIME_Q, USER_A, USER_B
+from tests.support.fakes import JWT_SECRET, openwebui_token
+from tests.support.proxy import add_memory, chat_body, fillers, system_text
+from tests.support.tools import ASK, call, calling, script, tool_results
 
 MARK = "Quokkatron"
 TEAM_FACT = f"The team's JavaScript runtime for every project is {MARK}."  # found by RUNTIME_Q's words

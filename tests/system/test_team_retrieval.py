@@ -10,24 +10,10 @@ import pytest
 from memory_proxy.retrieval.indexes import Indexes
 from memory_proxy.store import teams
 from memory_proxy.store.teams import Holder
-from tests.conftest import (
-    BUN,
-    CHAT,
-    RUNTIME_Q,
-    USER_A,
-    USER_B,
-    add_memory,
-    chat_body,
-    metric,
-    sent_body,
-    system_text,
-    user_headers,
-)
-from tests.retrieval.test_indexes import until
-from tests.system.test_retrieval import fillers
+from tests.support.data import BUN, CHAT, DENO, RUNTIME_Q, USER_A, USER_B
+from tests.support.proxy import add_memory, chat_body, fillers, metric, sent_body, system_text, user_headers
+from tests.support.servers import until
 
-# Holds three of the query's five words (javascript, runtime, project): it qualifies by its words.
-DENO = "The team's JavaScript runtime for every project is Deno."
 PLATFORM = "platform"
 
 

@@ -1,6 +1,6 @@
 """The memory tools (MEMORY_TOOLS) through the chat route: offered, run by the proxy, never seen by the client.
 
-Real PostgreSQL; the upstream is a respx route that answers with scripted tool calls (see conftest).
+Real PostgreSQL; the upstream is a respx route that answers with scripted tool calls (tests/support/tools.py).
 """
 
 import json
@@ -12,64 +12,9 @@ import pytest
 from memory_proxy.store import teams
 from memory_proxy.store.teams import Holder
 from memory_proxy.tools.calls import MAX_CALLS_PER_TURN, MAX_REMEMBERED
-from tests.conftest import (
-    BERLIN,
-    BUN,
-    CHAT,
-    RUNTIME_Q,
-    USER_A,
-    USER_B,
-    add_memory,
-    chat_body,
-    completion,
-    metric,
-    user_headers,
-)
-from tests.system.test_team_retrieval import DENO
-
-FINAL = "Final answer from the fake upstream."
-ASK = "What do you know about me?"
-CLIENT_TOOL = {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object"}}}
-
-
-def call(name: str, arguments: Any, call_id: str = "call_1") -> dict[str, Any]:
-    return {"id": call_id, "type": "function",
-            "function": {"name": name, "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments)}}
-
-
-def calling(*calls: dict[str, Any]) -> dict[str, Any]:
-    reply = completion()
-    reply["choices"][0].update(message={"role": "assistant", "content": None, "tool_calls": list(calls)},
-                               finish_reason="tool_calls")
-    return reply
-
-
-def script(outside: Any, *replies: dict[str, Any] | httpx.Response) -> list[dict[str, Any]]:
-    """The upstream answers with `replies` in order (then the final text); returns the request bodies it got."""
-    queue = list(replies)
-    seen: list[dict[str, Any]] = []
-
-    def answer(request: httpx.Request) -> httpx.Response:
-        seen.append(json.loads(request.content))
-        reply = queue.pop(0) if queue else completion(FINAL)
-        return reply if isinstance(reply, httpx.Response) else httpx.Response(200, json=reply)
-
-    outside.routes["chat"].side_effect = answer
-    return seen
-
-
-def tool_names(body: dict[str, Any]) -> list[str]:
-    return [t["function"]["name"] for t in body.get("tools", [])]
-
-
-def tool_results(body: dict[str, Any]) -> list[str]:
-    return [m["content"] for m in body["messages"] if m["role"] == "tool"]
-
-
-async def active_texts(db: Any, user_id: str) -> list[str]:
-    cur = await db.execute("SELECT v.content FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id"
-                           " WHERE uv.user_id = %s AND uv.superseded_at IS NULL ORDER BY v.content", [user_id])
-    return [row[0] for row in await cur.fetchall()]
+from tests.support.data import BERLIN, BUN, CHAT, DENO, RUNTIME_Q, USER_A, USER_B
+from tests.support.proxy import active_texts, add_memory, chat_body, metric, user_headers
+from tests.support.tools import ASK, CLIENT_TOOL, FINAL, call, calling, script, tool_names, tool_results
 
 
 async def test_tools_are_offered_only_when_the_setting_is_on(proxy: Any, outside: Any) -> None:

@@ -2,7 +2,7 @@
 (MEMORY_TOOLS_INJECT), what a retry without tools sends, the `memory_retrieval` line with its rounds, a count
 of the turns by the rounds they ran (JSON and streamed), and one log line per call that holds no memory text.
 
-Real PostgreSQL; the upstream is a respx route scripted as in tests/tools/test_calls.py.
+Real PostgreSQL; the upstream is a respx route scripted by tests/support/tools.py.
 """
 
 import json
@@ -11,29 +11,23 @@ from typing import Any
 import httpx
 from structlog.testing import capture_logs
 
-from tests.conftest import (
-    BERLIN,
-    BUN,
-    CHAT,
-    RUNTIME_Q,
-    USER_A,
-    add_memory,
-    chat_body,
-    chunk,
-    completion,
-    metric,
-    sse,
-    user_headers,
+from tests.support.data import BERLIN, BUN, CHAT, RUNTIME_Q, USER_A
+from tests.support.fakes import chunk, completion, sse
+from tests.support.proxy import add_memory, chat_body, metric, user_headers
+from tests.support.tools import (
+    ASK,
+    FINAL,
+    FINAL_STREAM,
+    SECRET_FACT,
+    call,
+    calling,
+    calls_stream,
+    script,
+    script_stream,
+    without_comments,
 )
-from tests.system.test_logs import json_logs  # noqa: F401 - the fixture
-from tests.tools.test_calls import ASK, FINAL, call, calling, script
-from tests.tools.test_streamed_rounds import FINAL_STREAM, calls_stream, without_comments
-from tests.tools.test_streamed_rounds import script as script_stream
 
 NOTE = "<memory_tools>"
-SECRET_FACT = "User's password is Tr0ub4dor&3"  # remember refuses it (a secret)
-
-
 def system_text(body: dict[str, Any]) -> str:
     return "\n".join(str(m.get("content")) for m in body["messages"] if m["role"] == "system")
 
@@ -86,7 +80,7 @@ async def test_always_on_injects_only_pinned_and_identity_memories_beside_the_to
 
 
 async def test_the_retrieval_line_carries_the_rounds_json_and_streamed(proxy: Any, outside: Any,
-                                                                        json_logs: Any) -> None:  # noqa: F811
+                                                                        json_logs: Any) -> None:
     client = await proxy(MEMORY_TOOLS="search")
     script(outside, calling(call("search_memory", {"query": "home"})), calling(call("search_memory", {"query": "x"})))
     await client.post(CHAT, json=chat_body(ASK), headers=user_headers(USER_A))

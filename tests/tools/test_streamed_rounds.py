@@ -13,59 +13,22 @@ import httpx
 from memory_proxy.settings import load_settings
 from memory_proxy.tools import streamed_rounds
 from memory_proxy.tools.streamed_rounds import KEEP_ALIVE
-from tests.conftest import (
-    BUN,
-    CHAT,
-    PROXY_KEY,
-    RUNTIME_Q,
-    USER_A,
-    add_memory,
-    chat_body,
-    chunk,
-    served,
-    sse,
-    user_headers,
+from tests.support.data import BUN, CHAT, PROXY_KEY, RUNTIME_Q, USER_A
+from tests.support.fakes import ScriptedStream, chunk, sse, stream_reply
+from tests.support.proxy import add_memory, chat_body, collect, sdk, user_headers
+from tests.support.servers import served
+from tests.support.tools import (
+    ASK,
+    CLIENT_TOOL,
+    FINAL_STREAM,
+    calls_stream,
+    script_stream,
+    tool_names,
+    tool_results,
+    without_comments,
 )
-from tests.system.test_streaming import ScriptedStream, collect, sdk, stream_reply
-from tests.tools.test_calls import ASK, CLIENT_TOOL, tool_names, tool_results
 
-FINAL_STREAM = sse(chunk({"role": "assistant", "content": ""}), chunk({"content": "You use "}),
-                   chunk({"content": "Bun."}), chunk({}, finish_reason="stop"))
 SEARCH_ARGUMENTS = json.dumps({"query": RUNTIME_Q})
-
-
-def calls_stream(*calls: tuple[int, str, str, list[str]]) -> list[bytes]:
-    """A streamed reply that calls tools: (index, id, name, pieces of its arguments), as OpenAI streams them."""
-    events: list[dict[str, Any] | str] = [chunk({"role": "assistant", "content": None})]
-    for index, call_id, name, pieces in calls:
-        events.append(chunk({"tool_calls": [{"index": index, "id": call_id, "type": "function",
-                                             "function": {"name": name, "arguments": ""}}]}))
-        events += [chunk({"tool_calls": [{"index": index, "function": {"arguments": p}}]}) for p in pieces]
-    return sse(*events, chunk({}, finish_reason="tool_calls"))
-
-
-def split(parts: list[bytes], size: int = 7) -> list[bytes]:
-    """The same bytes cut every `size` bytes, across event boundaries."""
-    whole = b"".join(parts)
-    return [whole[i:i + size] for i in range(0, len(whole), size)]
-
-
-def script(outside: Any, *replies: list[bytes] | httpx.Response) -> list[dict[str, Any]]:
-    """The upstream streams `replies` in order (then FINAL_STREAM); returns the request bodies it got."""
-    queue = list(replies)
-    seen: list[dict[str, Any]] = []
-
-    def answer(request: httpx.Request) -> httpx.Response:
-        seen.append(json.loads(request.content))
-        reply = queue.pop(0) if queue else FINAL_STREAM
-        return reply if isinstance(reply, httpx.Response) else stream_reply(ScriptedStream(split(reply)))
-
-    outside.routes["chat"].side_effect = answer
-    return seen
-
-
-def without_comments(body: bytes) -> bytes:
-    return body.replace(KEEP_ALIVE, b"")
 
 
 async def post(proxy: Any, **body: Any) -> httpx.Response:
@@ -79,7 +42,7 @@ async def test_a_search_round_streams_only_the_final_answer(proxy: Any, outside:
     await add_memory(db, USER_A, BUN)
     third = len(SEARCH_ARGUMENTS) // 3
     pieces = [SEARCH_ARGUMENTS[:third], SEARCH_ARGUMENTS[third:2 * third], SEARCH_ARGUMENTS[2 * third:]]
-    seen = script(outside, calls_stream((0, "call_1", "search_memory", pieces)))
+    seen = script_stream(outside, calls_stream((0, "call_1", "search_memory", pieces)))
     response = await post(proxy)
 
     assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
@@ -95,7 +58,7 @@ async def test_a_search_round_streams_only_the_final_answer(proxy: Any, outside:
 async def test_the_openai_sdk_reads_a_streamed_search_round(env: dict[str, str], app_factory: Any, outside: Any,
                                                             db: Any) -> None:
     await add_memory(db, USER_A, BUN)
-    script(outside, calls_stream((0, "call_1", "search_memory", [SEARCH_ARGUMENTS[:5], SEARCH_ARGUMENTS[5:]])))
+    script_stream(outside, calls_stream((0, "call_1", "search_memory", [SEARCH_ARGUMENTS[:5], SEARCH_ARGUMENTS[5:]])))
     async with served(app_factory(load_settings({**env, "MEMORY_TOOLS": "search"}))) as url:
         stream = await sdk(f"{url}/v1", PROXY_KEY).chat.completions.create(
             model="fake-model", messages=[{"role": "user", "content": ASK}], stream=True)
@@ -106,7 +69,7 @@ async def test_the_openai_sdk_reads_a_streamed_search_round(env: dict[str, str],
 async def test_a_content_first_stream_is_relayed_byte_for_byte(proxy: Any, outside: Any) -> None:
     text_stream = sse(chunk({"role": "assistant", "content": ""}), chunk({"content": "Hello"}),
                       ": a comment of the upstream's", chunk({"content": " there"}), chunk({}, finish_reason="stop"))
-    seen = script(outside, text_stream)
+    seen = script_stream(outside, text_stream)
     response = await post(proxy)
     assert tool_names(seen[0]) == ["search_memory"] and len(seen) == 1
     assert response.content == b"".join(text_stream)
@@ -118,7 +81,7 @@ async def test_a_stray_call_of_ours_after_the_text_is_dropped(proxy: Any, outsid
                                                   "function": {"name": "search_memory", "arguments": ""}}]}),
                            chunk({"tool_calls": [{"index": 0, "function": {"arguments": SEARCH_ARGUMENTS}}]})],
                          chunk({}, finish_reason="tool_calls"))
-    seen = script(outside, text_then_call)
+    seen = script_stream(outside, text_then_call)
     response = await post(proxy)
     assert len(seen) == 1 and b"search_memory" not in response.content
     events = [json.loads(line[6:]) for line in response.content.split(b"\n\n") if line.startswith(b"data: {")]
@@ -128,7 +91,7 @@ async def test_a_stray_call_of_ours_after_the_text_is_dropped(proxy: Any, outsid
 
 async def test_a_call_past_the_held_bound_is_relayed_as_text_and_not_run(proxy: Any, outside: Any) -> None:
     huge = calls_stream((0, "c1", "search_memory", ["{\"query\": \"" + "x" * 1000 + " "] * 300 + ["\"}"]))
-    seen = script(outside, huge)
+    seen = script_stream(outside, huge)
     response = await post(proxy)
     assert len(seen) == 1  # not run: no second round
     assert response.status_code == 200 and b"search_memory" not in response.content
@@ -138,7 +101,7 @@ async def test_a_call_past_the_held_bound_is_relayed_as_text_and_not_run(proxy: 
 
 async def test_a_client_tool_call_streams_through(proxy: Any, outside: Any) -> None:
     theirs = calls_stream((0, "call_9", "get_time", ['{"zo', 'ne": "UTC"}']))
-    seen = script(outside, theirs)
+    seen = script_stream(outside, theirs)
     response = await post(proxy, tools=[CLIENT_TOOL])
     assert len(seen) == 1 and tool_names(seen[0]) == ["get_time", "search_memory"]
     assert without_comments(response.content) == b"".join(theirs)
@@ -146,7 +109,7 @@ async def test_a_client_tool_call_streams_through(proxy: Any, outside: Any) -> N
 
 async def test_a_stream_calling_ours_and_the_clients_gets_the_clients_only(proxy: Any, outside: Any) -> None:
     both = calls_stream((0, "c1", "get_time", ["{}"]), (1, "c2", "search_memory", ['{"query"', ': "x"}']))
-    seen = script(outside, both)
+    seen = script_stream(outside, both)
     response = await post(proxy, tools=[CLIENT_TOOL])
     assert len(seen) == 1  # ours were not run
     body = without_comments(response.content)
@@ -156,14 +119,14 @@ async def test_a_stream_calling_ours_and_the_clients_gets_the_clients_only(proxy
 
 async def test_an_upstream_rejecting_tools_on_a_stream_costs_one_retry(proxy: Any, outside: Any) -> None:
     rejected = httpx.Response(400, json={"error": {"message": "fake-model does not support tools"}})
-    seen = script(outside, rejected)
+    seen = script_stream(outside, rejected)
     response = await post(proxy)
     assert response.status_code == 200 and response.content == b"".join(FINAL_STREAM)
     assert len(seen) == 2 and "tools" in seen[0] and "tools" not in seen[1]
 
 
 async def test_rounds_are_capped_on_a_stream(proxy: Any, outside: Any) -> None:
-    seen = script(outside, *(calls_stream((0, "c1", "search_memory", [f'{{"query": "{q}"}}'])) for q in "abcd"))
+    seen = script_stream(outside, *(calls_stream((0, "c1", "search_memory", [f'{{"query": "{q}"}}'])) for q in "abcd"))
     response = await post(proxy)
     assert len(seen) == 4 and "tools" not in seen[3]
     assert b"search_memory" not in response.content and b'"finish_reason": "stop"' in response.content
@@ -171,7 +134,7 @@ async def test_rounds_are_capped_on_a_stream(proxy: Any, outside: Any) -> None:
 
 async def test_a_repeated_call_on_a_stream_ends_the_rounds(proxy: Any, outside: Any) -> None:
     again = calls_stream((0, "c1", "search_memory", ['{"query": "x"}']))
-    seen = script(outside, again, again)
+    seen = script_stream(outside, again, again)
     response = await post(proxy)
     assert len(seen) == 3 and "tools" not in seen[2] and [m["role"] for m in seen[2]["messages"]] == ["system", "user"]
     assert without_comments(response.content) == b"".join(FINAL_STREAM)

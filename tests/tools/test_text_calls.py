@@ -11,22 +11,19 @@ from typing import Any
 import pytest
 
 from memory_proxy.tools.text_calls import may_be_written_call, written_calls
-from tests.conftest import (
-    BUN,
-    CHAT,
-    RUNTIME_Q,
-    USER_A,
-    add_memory,
-    chat_body,
-    chunk,
-    completion,
-    metric,
-    sse,
-    user_headers,
+from tests.support.data import BUN, CHAT, RUNTIME_Q, USER_A
+from tests.support.fakes import chunk, completion, sse
+from tests.support.proxy import add_memory, chat_body, metric, user_headers
+from tests.support.tools import (
+    ASK,
+    CLIENT_TOOL,
+    FINAL,
+    FINAL_STREAM,
+    script,
+    script_stream,
+    tool_results,
+    without_comments,
 )
-from tests.tools.test_calls import ASK, CLIENT_TOOL, FINAL, script, tool_results
-from tests.tools.test_streamed_rounds import FINAL_STREAM, without_comments
-from tests.tools.test_streamed_rounds import script as script_stream
 
 OURS = ("search_memory", "remember")
 CALL = json.dumps({"name": "search_memory", "arguments": {"query": RUNTIME_Q}})
