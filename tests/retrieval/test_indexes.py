@@ -527,7 +527,7 @@ async def test_a_refresh_overtaken_by_a_change_reads_again(db: Any, indexes: Ind
     async def overtaken(*args: Any, **kwargs: Any) -> Any:
         rows = await read_user(*args, **kwargs)
         if not late:  # a change commits after this read, before it is stored
-            late_interaction.append(await add_with_vector(db, "User adopted a cat.", basis((8, 1.0))))
+            late.append(await add_with_vector(db, "User adopted a cat.", basis((8, 1.0))))
             await indexes.caught_up()
         return rows
 
