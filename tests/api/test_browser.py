@@ -134,38 +134,38 @@ def _flow(driver: Any, base_url: str) -> None:
 PROPOSED = ("Team's deploys freeze on Fridays.", "Team's wiki lives on Quillbook.")
 
 
-async def test_find_edit_pin_history_delete_in_a_real_browser(live_url: str, db: Any) -> None:
+async def test_find_edit_pin_history_delete_in_a_real_browser(live_url: str, live_client: httpx.AsyncClient,
+                                                              db: Any) -> None:
     if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
         message = "chromium/chromedriver missing: run .ci/install-system-packages.sh"
         if os.environ.get("CI") == "true":
             pytest.fail(message)
         pytest.skip(message)
-    async with httpx.AsyncClient(base_url=live_url, headers={"authorization": f"Bearer {PROXY_KEY}"}) as api:
-        for content in ("User prefers green tea over coffee.", "User lives in Berlin.", "User has a dog named Rex."):
-            assert (await api.post(f"{API}/memories", params={"user": USER_A}, json={"content": content})).is_success
-        other = await api.post(f"{API}/memories", params={"user": USER_B}, json={"content": "User B drinks tea."})
-        await api.post(f"{API}/teams/", json={"id": "platform", "name": "Platform"})
-        await api.put(f"{API}/teams/platform/members/{USER_A}", json={"role": "editor"})
-        team = await api.post(f"{API}/teams/platform/memories",
-                              json={"content": "Team's staging database runs on port 5433."})
-        assert team.status_code == 201, team.text
-        for content in PROPOSED:  # as formation keeps a team's fact under TEAM_FACTS=review
-            await proposals.propose(db, holder=Holder.team("platform").principal, proposed_by=USER_A, content=content,
-                                    embedding=vector_for(content), model="mistral-embed", action="add",
-                                    replaces=None, reason="new information", stated_at=datetime.now(UTC),
-                                    attributes=FactAttributes(memory_type="project"))
+    for content in ("User prefers green tea over coffee.", "User lives in Berlin.", "User has a dog named Rex."):
+        assert (await live_client.post(f"{API}/memories", params={"user": USER_A}, json={"content": content})).is_success
+    other = await live_client.post(f"{API}/memories", params={"user": USER_B}, json={"content": "User B drinks tea."})
+    await live_client.post(f"{API}/teams/", json={"id": "platform", "name": "Platform"})
+    await live_client.put(f"{API}/teams/platform/members/{USER_A}", json={"role": "editor"})
+    team = await live_client.post(f"{API}/teams/platform/memories",
+                                  json={"content": "Team's staging database runs on port 5433."})
+    assert team.status_code == 201, team.text
+    for content in PROPOSED:  # as formation keeps a team's fact under TEAM_FACTS=review
+        await proposals.propose(db, holder=Holder.team("platform").principal, proposed_by=USER_A, content=content,
+                                embedding=vector_for(content), model="mistral-embed", action="add",
+                                replaces=None, reason="new information", stated_at=datetime.now(UTC),
+                                attributes=FactAttributes(memory_type="project"))
 
-        with tempfile.TemporaryDirectory(prefix="mp-chromium-") as profile:
-            driver = await asyncio.to_thread(_driver, profile)
-            try:
-                await asyncio.to_thread(_flow, driver, live_url)
-            finally:
-                await asyncio.to_thread(driver.quit)
+    with tempfile.TemporaryDirectory(prefix="mp-chromium-") as profile:
+        driver = await asyncio.to_thread(_driver, profile)
+        try:
+            await asyncio.to_thread(_flow, driver, live_url)
+        finally:
+            await asyncio.to_thread(driver.quit)
 
-        left = (await api.get(f"{API}/memories", params={"user": USER_A})).json()["data"]
-        assert sorted(m["content"] for m in left) == ["User has a dog named Rex.", "User lives in Berlin."]
-        b_memory = (await api.get(f"{API}/memories/{other.json()['id']}", params={"user": USER_B})).json()
-        assert b_memory["active"] and b_memory["content"] == "User B drinks tea."
-        written = (await api.get(f"{API}/teams/platform/memories")).json()["data"]
-        assert sorted(m["content"] for m in written) == ["Team ships on Thursdays.", PROPOSED[0],
-                                                         "Team's staging database runs on port 5433."]
+    left = (await live_client.get(f"{API}/memories", params={"user": USER_A})).json()["data"]
+    assert sorted(m["content"] for m in left) == ["User has a dog named Rex.", "User lives in Berlin."]
+    b_memory = (await live_client.get(f"{API}/memories/{other.json()['id']}", params={"user": USER_B})).json()
+    assert b_memory["active"] and b_memory["content"] == "User B drinks tea."
+    written = (await live_client.get(f"{API}/teams/platform/memories")).json()["data"]
+    assert sorted(m["content"] for m in written) == ["Team ships on Thursdays.", PROPOSED[0],
+                                                     "Team's staging database runs on port 5433."]

@@ -257,20 +257,14 @@ async def test_connect_timeout_is_504(env: dict[str, str], app_factory: Any, ful
     assert 0.3 <= time.monotonic() - started < 2
 
 
-@pytest.fixture
-async def client(live_url: str) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=live_url, headers=AUTH, timeout=10) as http:
-        yield http
-
-
 @pytest.mark.parametrize("script", ["silent", "headers_only"])
 @pytest.mark.parametrize("stream", [False, True])
-async def test_no_first_byte_in_time_is_504(client: httpx.AsyncClient, upstream: LoopbackUpstream, script: str,
+async def test_no_first_byte_in_time_is_504(live_client: httpx.AsyncClient, upstream: LoopbackUpstream, script: str,
                                             stream: bool) -> None:
     """No headers, or headers but no body: a 504 (never a 200 that then fails), and the upstream
     request is closed."""
     started = time.monotonic()
-    response = await client.post(CHAT, json=ask(script, stream))
+    response = await live_client.post(CHAT, json=ask(script, stream))
     assert response.status_code == 504
     error = error_of(response)
     assert error["code"] == "upstream_timeout" and "UPSTREAM_FIRST_BYTE_TIMEOUT" in error["message"]
@@ -279,21 +273,21 @@ async def test_no_first_byte_in_time_is_504(client: httpx.AsyncClient, upstream:
         await upstream.closed.wait()
 
 
-async def test_models_without_answer_is_504(client: httpx.AsyncClient, upstream: LoopbackUpstream) -> None:
-    response = await client.get("/v1/models")
+async def test_models_without_answer_is_504(live_client: httpx.AsyncClient, upstream: LoopbackUpstream) -> None:
+    response = await live_client.get("/v1/models")
     assert response.status_code == 504 and error_of(response)["code"] == "upstream_timeout"
 
 
-async def test_json_reply_cut_short_is_502(client: httpx.AsyncClient, upstream: LoopbackUpstream) -> None:
-    response = await client.post(CHAT, json=ask("json_cut"))
+async def test_json_reply_cut_short_is_502(live_client: httpx.AsyncClient, upstream: LoopbackUpstream) -> None:
+    response = await live_client.post(CHAT, json=ask("json_cut"))
     assert response.status_code == 502 and error_of(response)["code"] == "upstream_unavailable"
 
 
 # ---------------------------------------------------------------- mid-stream: the chunks, then an error event
 
-async def test_stream_dropped_mid_way_ends_with_an_sse_error_event(live_url: str, upstream: LoopbackUpstream) -> None:
-    async with httpx.AsyncClient(timeout=5) as client:
-        response = await client.post(f"{live_url}{CHAT}", json=ask("drop", stream=True), headers=AUTH)
+async def test_stream_dropped_mid_way_ends_with_an_sse_error_event(live_client: httpx.AsyncClient,
+                                                                   upstream: LoopbackUpstream) -> None:
+    response = await live_client.post(CHAT, json=ask("drop", stream=True))
     assert response.status_code == 200  # the stream had started: the error comes in-band
     assert response.content.startswith(b"".join(EVENTS))
     assert response.content.endswith(b"\n\n") and b"[DONE]" not in response.content
@@ -302,10 +296,10 @@ async def test_stream_dropped_mid_way_ends_with_an_sse_error_event(live_url: str
     assert response.content == b"".join(EVENTS) + b"data: " + json.dumps({"error": error}).encode() + b"\n\n"
 
 
-async def test_stream_stalled_mid_way_ends_with_an_sse_error_event(live_url: str, upstream: LoopbackUpstream) -> None:
+async def test_stream_stalled_mid_way_ends_with_an_sse_error_event(live_client: httpx.AsyncClient,
+                                                                   upstream: LoopbackUpstream) -> None:
     started = time.monotonic()
-    async with httpx.AsyncClient(timeout=10) as client:
-        response = await client.post(f"{live_url}{CHAT}", json=ask("stall", stream=True), headers=AUTH)
+    response = await live_client.post(CHAT, json=ask("stall", stream=True))
     assert READ_TIMEOUT <= time.monotonic() - started < READ_TIMEOUT + 2
     assert response.content.startswith(b"".join(EVENTS))
     assert sse_error(response.content)["code"] == "upstream_timeout"

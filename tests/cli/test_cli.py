@@ -5,7 +5,6 @@ import argparse
 import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import types
@@ -23,7 +22,7 @@ from memory_proxy.settings import markdown_table
 from tests.support.data import EMBEDDINGS, USER_A, USER_B
 from tests.support.fakes import vector_for
 from tests.support.proxy import set_env
-from tests.support.servers import free_port, wait_ready
+from tests.support.servers import free_port, proxy_command, stop_process, wait_ready
 
 
 def test_memories_add_embeds_and_stores(env: dict, outside: Any, database_url: str, monkeypatch, capsys) -> None:
@@ -92,8 +91,7 @@ async def test_serve_starts_on_the_embedded_database_with_a_generated_key(tmp_pa
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "PROXY_API_KEYS"))}
     env.update(MEMORY_PROXY_DATA_DIR=str(tmp_path / "data"), MEMORY_PROXY_PORT=str(port),
                UPSTREAM_BASE_URL="http://127.0.0.1:9/v1", UPSTREAM_API_KEY="x")
-    process = subprocess.Popen([sys.executable, "-m", "memory_proxy", "serve"], env=env,  # noqa: ASYNC220 — spawning returns at once
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    process = proxy_command("serve", env=env)
     try:
         await wait_ready(f"http://127.0.0.1:{port}", process)
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
@@ -103,8 +101,7 @@ async def test_serve_starts_on_the_embedded_database_with_a_generated_key(tmp_pa
                                          json={"model": "m", "messages": [{"role": "user", "content": "hi"}]})
             assert response.status_code == 502 and response.json()["error"]["code"] == "upstream_unavailable"
     finally:
-        process.send_signal(signal.SIGTERM)
-        output = process.communicate(timeout=30)[0].decode()
+        output = stop_process(process)
     assert key in output  # the generated key was printed for the operator
     assert (tmp_path / "data" / "postgres" / "PG_VERSION").exists()
     assert '"event": "stopped"' in output

@@ -4,25 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
 import pytest
 
-from tests.support.data import PROXY_KEY, USER_A
+from tests.support.data import USER_A
 from tests.support.proxy import user_headers
-
-
-@pytest.fixture
-async def proxy(live_url: str) -> Any:
-    async with httpx.AsyncClient(base_url=live_url, timeout=20,
-                                 headers={"authorization": f"Bearer {PROXY_KEY}"}) as client:
-        yield client
 
 
 @pytest.mark.parametrize("path", ["/healthz", "/readyz", "/metrics", "/v1/models", "/memories/",
                                   "/memories/app.js", "/api/v1/memories"])
-async def test_head_answers_as_get_without_a_body(proxy: Any, path: str) -> None:
-    get = await proxy.get(path, headers=user_headers(USER_A))
-    head = await proxy.head(path, headers=user_headers(USER_A))
+async def test_head_answers_as_get_without_a_body(live_client: Any, path: str) -> None:
+    get = await live_client.get(path, headers=user_headers(USER_A))
+    head = await live_client.head(path, headers=user_headers(USER_A))
     assert head.status_code == get.status_code, (path, head.status_code, get.status_code)
     assert head.content == b""
     assert head.headers.get("content-type") == get.headers.get("content-type")

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.data import BUN, CHAT, PROXY_KEY, RUNTIME_Q, USER_A
+from tests.support.data import BUN, CHAT, RUNTIME_Q, USER_A
 from tests.support.proxy import add_memory, chat_body, make_env, metric, sent_body, system_text, user_headers
 
 MAX_BYTES = 1024 * 1024
@@ -190,7 +190,7 @@ async def test_body_just_under_the_limit_is_relayed(client: Any, outside: Any) -
 
 
 @pytest.mark.parametrize("chunked", [False, True])
-async def test_body_over_the_limit_is_413_with_or_without_content_length(live_url: str, outside: Any,
+async def test_body_over_the_limit_is_413_with_or_without_content_length(live_client: Any, outside: Any,
                                                                          chunked: bool) -> None:
     raw = b'{"messages": [{"role": "user", "content": "' + b"x" * MAX_BYTES + b'"}]}'
 
@@ -198,9 +198,7 @@ async def test_body_over_the_limit_is_413_with_or_without_content_length(live_ur
         for i in range(0, len(raw), 64 * 1024):
             yield raw[i:i + 64 * 1024]
 
-    async with httpx.AsyncClient(timeout=10) as http:
-        response = await http.post(f"{live_url}{CHAT}", content=parts() if chunked else raw,
-                                   headers={"authorization": f"Bearer {PROXY_KEY}", **JSON})
+    response = await live_client.post(CHAT, content=parts() if chunked else raw, headers=JSON)
     assert response.status_code == 413 and openai_error(response)["type"] == "invalid_request_error"
     assert not outside.routes["chat"].called
 
@@ -238,39 +236,31 @@ def nested(depth: int, open_: str = "[", close: str = "]") -> bytes:
     return (open_ * depth + close * depth).encode()
 
 
-@pytest.fixture
-async def served(live_url: str) -> Any:
-    """The app behind a real uvicorn: raw paths and 10,000-deep bodies reach it as a client sends them."""
-    async with httpx.AsyncClient(base_url=live_url, timeout=20,
-                                 headers={"authorization": f"Bearer {PROXY_KEY}"}) as client:
-        yield client
-
-
 @pytest.mark.parametrize(("method", "path"), [
     ("POST", "/api/v1/memories"), ("PATCH", "/api/v1/memories/00000000-0000-0000-0000-000000000000"),
     ("POST", CHAT), ("POST", "/api/v1/erase"),
 ])
 @pytest.mark.parametrize("body", [nested(DEEP), b'{"content": ' + nested(DEEP) + b"}",
                                   b'{"a":' * DEEP + b"1" + b"}" * DEEP])
-async def test_deeply_nested_json_is_a_400_not_a_500(served: Any, method: str, path: str, body: bytes) -> None:
-    response = await served.request(method, path, content=body, headers={**user_headers(USER_A),
+async def test_deeply_nested_json_is_a_400_not_a_500(live_client: Any, method: str, path: str, body: bytes) -> None:
+    response = await live_client.request(method, path, content=body, headers={**user_headers(USER_A),
                                                                          "content-type": "application/json"})
     assert response.status_code == 400, (response.status_code, response.text[:300])
     openai_error(response)
 
 
-async def test_moderate_nesting_still_reaches_the_upstream(served: Any, outside: Any) -> None:
+async def test_moderate_nesting_still_reaches_the_upstream(live_client: Any, outside: Any) -> None:
     body = chat_body("hi", tools=[{"type": "function", "function": {"name": "f", "parameters": {
         "type": "object", "properties": {"a": {"type": "object", "properties": {"b": {"type": "array",
                                                                                     "items": [[[[1]]]]}}}}}}}])
-    response = await served.post(CHAT, json=body, headers=user_headers(USER_A))
+    response = await live_client.post(CHAT, json=body, headers=user_headers(USER_A))
     assert response.status_code == 200, response.text
 
 
 @pytest.mark.parametrize("path", ["/memories/%00", "/memories/a%00b.js", "/memories/" + "a" * 300,
                                   "/memories/" + "a/" * 400, "/memories/%2e%2e/%2e%2e/etc/passwd",
                                   "/memories/..%2f..%2fpyproject.toml", "/memories/%ff%fe"])
-async def test_odd_static_paths_are_a_404_not_a_500(served: Any, path: str) -> None:
-    response = await served.get(httpx.URL(path))
+async def test_odd_static_paths_are_a_404_not_a_500(live_client: Any, path: str) -> None:
+    response = await live_client.get(httpx.URL(path))
     assert response.status_code in (400, 404), (response.status_code, response.text[:300])
     assert "[project]" not in response.text and "root:" not in response.text

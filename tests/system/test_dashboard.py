@@ -29,7 +29,7 @@ import httpx
 import pytest
 
 from memory_proxy.formation.worker import refresh_gauges
-from tests.support.data import BUN, CHAT, DASHBOARD, PROXY_KEY, RUNTIME_Q
+from tests.support.data import BUN, CHAT, DASHBOARD, RUNTIME_Q
 from tests.support.fakes import completion, embeddings_reply
 from tests.support.proxy import add_memory, chat_body, make_env, metric, user_headers
 from tests.support.servers import free_port
@@ -210,13 +210,13 @@ async def drive_load(phase: int, proxy: httpx.AsyncClient, db: Any, worker: Any,
 
 
 async def test_every_dashboard_panel_returns_data_from_a_real_prometheus(
-        prometheus: str, live_url: str, db: Any, worker: Any, outside: Any, memory_llm: Any) -> None:
+        prometheus: str, live_client: httpx.AsyncClient, db: Any, worker: Any, outside: Any,
+        memory_llm: Any) -> None:
     started = time.monotonic()
     targets = panel_targets()
     assert len(targets) >= 20
-    async with (httpx.AsyncClient(base_url=prometheus, timeout=5) as prom,
-                httpx.AsyncClient(base_url=live_url, timeout=10,
-                                  headers={"authorization": f"Bearer {PROXY_KEY}"}) as proxy):
+    proxy = live_client
+    async with httpx.AsyncClient(base_url=prometheus, timeout=5) as prom:
         await wait_for_scrape_after(prom, 0)
         # two rounds, each scraped: rates and quantiles need a counter that grew between two samples
         for phase in (1, 2):
