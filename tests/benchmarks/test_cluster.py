@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.data import ROOT
+from tests.support.data import TEMPLATE_DB
+from tests.support.servers import run_benchmark
 
 SAMPLES = 1  # per kind: a memory written through the API, a memory formed by the worker
 ROUNDS = 2   # stale injection: a delete, then an erase, each through the other replica
@@ -30,18 +28,15 @@ def cluster_run(pg_server: Any, tmp_path_factory: pytest.TempPathFactory) -> dic
 
     import psycopg
 
-    from tests.support.data import TEMPLATE_DB
 
     name = "t_cluster_" + uuid.uuid4().hex[:8]
     out = tmp_path_factory.mktemp("cluster") / "cluster.json"
     with psycopg.connect(pg_server.get_uri(), autocommit=True) as conn:
         conn.execute(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE_DB}")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     try:
-        run = subprocess.run([sys.executable, "-m", "benchmarks.cluster", "--replicas", "2", "--workers", "1",
-                              "--no-nginx", "--database-url", pg_server.get_uri(name), "--only", "visibility",
-                              "stale", "--samples", str(SAMPLES), "--rounds", str(ROUNDS), "--json", str(out)],
-                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+        run = run_benchmark("cluster", "--replicas", "2", "--workers", "1", "--no-nginx", "--database-url",
+                            pg_server.get_uri(name), "--only", "visibility", "stale", "--samples", str(SAMPLES),
+                            "--rounds", str(ROUNDS), "--json", str(out))
     finally:
         with psycopg.connect(pg_server.get_uri(), autocommit=True) as conn:
             conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

@@ -1,20 +1,15 @@
 """benchmarks/formation_cost.py: the figures it reports come from the formation calls the proxy really made."""
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-from tests.support.data import ROOT
+from tests.support.servers import run_benchmark
 
 
 def test_each_turns_calls_and_tokens_are_counted(database_url: str, tmp_path: Path) -> None:
     out = tmp_path / "cost.json"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    run = subprocess.run([sys.executable, "-m", "benchmarks.formation_cost", "--only", "one-bun,change-bun-node",
-                          "--database-url", database_url, "--out", str(out)], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=600)
+    run = run_benchmark("formation_cost", "--only", "one-bun,change-bun-node", "--database-url", database_url,
+                        "--out", str(out))
     assert run.returncode == 0, run.stderr[-4000:]
     figures = json.loads(out.read_text())
     assert (figures["users"], figures["turns"], figures["errors"]) == (2, 3, 0)

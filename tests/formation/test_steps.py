@@ -13,9 +13,6 @@ on the test's database (`python -m benchmarks.formation_quality`, which writes e
 """
 
 import json
-import os
-import subprocess
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -27,18 +24,17 @@ from structlog.testing import capture_logs
 from memory_proxy.formation.steps import REMEMBERED
 from memory_proxy.job_payload import FormationPayload, Retrieved
 from memory_proxy.store import jobs
-from tests.support.data import BERLIN, BUN, CHAT, ROOT, USER_A
+from tests.support.data import BERLIN, BUN, CHAT, USER_A
 from tests.support.fakes import DATE_PREFIX, as_requested, vector_for
 from tests.support.proxy import active_texts, add_memory, chat_body, metric, user_headers
+from tests.support.servers import run_benchmark
 from tests.support.tools import call, calling, calls_stream, script, script_stream
 
 
 def formation_benchmark(database_url: str, out: Path, *options: str) -> list[dict[str, Any]]:
     """Run the formation-quality benchmark on `database_url`; every user with its verdict (`failures`)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    run = subprocess.run([sys.executable, "-m", "benchmarks.formation_quality", *options, "--database-url",
-                          database_url, "--out", str(out)], cwd=ROOT, env=env, capture_output=True, text=True,
-                         timeout=1800)
+    run = run_benchmark("formation_quality", *options, "--database-url", database_url, "--out", str(out),
+                        timeout=1800)
     assert run.returncode == 0, run.stderr[-4000:]
     verdicts: list[dict[str, Any]] = json.loads((out / "verdicts.json").read_text())["memory-proxy"]
     return verdicts
@@ -46,10 +42,7 @@ def formation_benchmark(database_url: str, out: Path, *options: str) -> list[dic
 
 def fact_fates(run: Path, *options: str) -> list[dict[str, Any]]:
     """Every ideal fact of a saved run with the step where it was lost (benchmarks.formation_quality.steps)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    steps = subprocess.run([sys.executable, "-m", "benchmarks.formation_quality.steps", str(run), *options,
-                            "--json", str(run / "fates.json")], cwd=ROOT, env=env, capture_output=True, text=True,
-                           timeout=600)
+    steps = run_benchmark("formation_quality.steps", str(run), *options, "--json", str(run / "fates.json"))
     assert steps.returncode == 0, steps.stderr[-4000:]
     fates: list[dict[str, Any]] = json.loads((run / "fates.json").read_text())
     return fates
@@ -66,26 +59,6 @@ def test_a_perfect_model_gets_every_development_user_right(database_url: str, tm
     # of one fact ("sotto i 10mila": 10000 is not read in "10mila"), which the user's checks do not need
     assert [(f["user"], f["step"], f["detail"]) for f in fates if f["step"] != "kept"] == [
         ("d-it-hypo-ferrari", "guard", "unsupported")]
-
-
-def test_a_setting_given_with_set_reaches_the_proxy_of_the_run(tmp_path: Path, monkeypatch: Any) -> None:
-    """`--set NAME=VALUE` is how a setting is tried on dev before it is built in (a frequency penalty was)."""
-    from benchmarks.formation_quality import __main__ as bench
-    from benchmarks.formation_quality import proxy_runner
-
-    seen: dict[str, Any] = {}
-
-    async def run_proxy(users: list[Any], **options: Any) -> dict[str, Any]:
-        seen.update(options)
-        raise SystemExit(0)  # what was asked is all this test needs
-
-    monkeypatch.setattr(proxy_runner, "run_proxy", run_proxy)
-    with pytest.raises(SystemExit):
-        bench.main(["--ci", "--out", str(tmp_path), "--set", "FORMATION_NEIGHBORS=8", "--set", "MEMORY_LLM_TIMEOUT=600"])
-    assert seen["extra_env"] == {"FORMATION_NEIGHBORS": "8", "MEMORY_LLM_TIMEOUT": "600"}
-    with pytest.raises(SystemExit) as refused:
-        bench.main(["--set", "no-equals-sign"])
-    assert refused.value.code == 2
 
 
 def test_the_guards_hold_whatever_the_scripted_model_says(database_url: str, tmp_path: Path) -> None:
