@@ -56,7 +56,6 @@ class LoopbackUpstream:
 
     def __init__(self) -> None:
         self.closed = asyncio.Event()  # the proxy closed a connection while a reply was under way
-        self.closed_at = 0.0
         self.sent = 0  # flood: body bytes the proxy accepted so far
         self.blocked_since: float | None = None  # flood: waiting for the proxy to read
         self.finished = asyncio.Event()  # flood: every byte was accepted
@@ -87,13 +86,12 @@ class LoopbackUpstream:
             writer.close()
 
     async def wait_close(self, reader: asyncio.StreamReader, seconds: float | None = None) -> bool:
-        """Wait (at most `seconds`) for the proxy to close the connection; record when it did."""
+        """Wait (at most `seconds`) for the proxy to close the connection; set `closed` when it did."""
         try:
             eof = await asyncio.wait_for(reader.read(1), seconds) == b""
         except TimeoutError:
             return False
         if eof:
-            self.closed_at = time.monotonic()
             self.closed.set()
         return eof
 
@@ -253,8 +251,11 @@ async def test_connect_timeout_is_504(env: dict[str, str], app_factory: Any, ful
     async with AsyncTestClient(app) as client:
         started = time.monotonic()
         response = await client.post(CHAT, json=ask("hello"), headers=AUTH)
-    assert response.status_code == 504 and error_of(response)["code"] == "upstream_timeout"
-    assert 0.3 <= time.monotonic() - started < 2
+    error = error_of(response)
+    assert response.status_code == 504 and error["code"] == "upstream_timeout" and "ConnectTimeout" in error["message"]
+    # It waited the connect timeout, and not the default 10 s: a bound far from 0.3 s, so that a busy machine
+    # does not fail it.
+    assert 0.3 <= time.monotonic() - started < 5
 
 
 @pytest.mark.parametrize("script", ["silent", "headers_only"])
@@ -267,8 +268,11 @@ async def test_no_first_byte_in_time_is_504(live_client: httpx.AsyncClient, upst
     response = await live_client.post(CHAT, json=ask(script, stream))
     assert response.status_code == 504
     error = error_of(response)
-    assert error["code"] == "upstream_timeout" and "UPSTREAM_FIRST_BYTE_TIMEOUT" in error["message"]
-    assert FIRST_BYTE_TIMEOUT <= time.monotonic() - started < FIRST_BYTE_TIMEOUT + 1.5
+    assert error["code"] == "upstream_timeout"
+    assert f"within {FIRST_BYTE_TIMEOUT:g}s (UPSTREAM_FIRST_BYTE_TIMEOUT)" in error["message"], error
+    # Not before the timeout; after it, the configured one (the message) and not the default 300 s (the client
+    # gives up after 20 s): no upper bound that a busy machine could fail.
+    assert time.monotonic() - started >= FIRST_BYTE_TIMEOUT
     async with asyncio.timeout(5):
         await upstream.closed.wait()
 
@@ -300,7 +304,8 @@ async def test_stream_stalled_mid_way_ends_with_an_sse_error_event(live_client: 
                                                                    upstream: LoopbackUpstream) -> None:
     started = time.monotonic()
     response = await live_client.post(CHAT, json=ask("stall", stream=True))
-    assert READ_TIMEOUT <= time.monotonic() - started < READ_TIMEOUT + 2
+    # Not before the read timeout; not the default 300 s either: the client gives up after 20 s.
+    assert time.monotonic() - started >= READ_TIMEOUT
     assert response.content.startswith(b"".join(EVENTS))
     assert sse_error(response.content)["code"] == "upstream_timeout"
     async with asyncio.timeout(5):
@@ -312,16 +317,15 @@ async def test_stream_stalled_mid_way_ends_with_an_sse_error_event(live_client: 
 async def test_client_disconnect_closes_the_upstream_and_leaves_no_task(live_url: str,
                                                                         upstream: LoopbackUpstream) -> None:
     before = asyncio.all_tasks()
-    async with httpx.AsyncClient(timeout=5) as client:
-        async with client.stream("POST", f"{live_url}{CHAT}", json=ask("slow", stream=True),
-                                 headers=AUTH) as response:
-            parts = response.aiter_raw()
-            assert EVENTS[0] in await anext(parts)
-            assert not upstream.closed.is_set()
-        left_at = time.monotonic()  # the client hung up mid-stream
+    async with httpx.AsyncClient(timeout=5) as client, client.stream(
+            "POST", f"{live_url}{CHAT}", json=ask("slow", stream=True), headers=AUTH) as response:
+        parts = response.aiter_raw()
+        assert EVENTS[0] in await anext(parts)
+        assert not upstream.closed.is_set()
+    # The client hung up mid-stream. The `slow` upstream sends an event every 20 ms until the proxy hangs up: the
+    # proxy closes it because the client left, or never (the bound below catches that hang, not a slow machine).
     async with asyncio.timeout(5):
         await upstream.closed.wait()
-        assert upstream.closed_at - left_at < 1
         while asyncio.all_tasks() - before:  # the request's tasks end; none is left behind
             await asyncio.sleep(0.01)
 

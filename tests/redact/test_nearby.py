@@ -90,6 +90,6 @@ def test_a_product_named_after_a_word_is_no_compound() -> None:
 @pytest.mark.parametrize("text", ["kod " * 60000, "密码 " * 80000, "1234 " * 50000, "pw 4711-" * 30000,
                                   "passwort Ab1! " * 18000, "4111 1111 1111 1111 " * 12000])
 def test_256_kb_of_trigger_words_and_digits_stays_linear(text: str) -> None:
-    started = time.perf_counter()
+    started = time.process_time()  # this process's CPU: other processes' load does not count
     redact(text[:262144], found=[])
-    assert time.perf_counter() - started < 30  # a super-linear rule takes hours here
+    assert time.process_time() - started < 30  # generous: a super-linear rule takes hours here

@@ -7,6 +7,7 @@ import asyncio
 import os
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -19,6 +20,7 @@ from memory_proxy.redact.scan_pool import SMALL_TEXT_CHARS, Scanner, redact_smal
 from memory_proxy.services import open_services
 from memory_proxy.settings import Settings
 from tests.support.proxy import metric
+from tests.support.servers import running, until
 
 KEY = "sk-proj-" + "Zq3xT9vL2mN8pR4sW6yB1cD5fG7hJ0kA" * 2
 
@@ -29,6 +31,18 @@ def burn(seconds: float) -> int:
     n = 0
     while time.perf_counter() < until:
         n += 1
+    return n
+
+
+def burn_until(started: str, stop: str, limit_s: float) -> int:
+    """CPU-bound Python, holding its process's GIL, from the moment it creates `started` until `stop` exists
+    (run in a worker process); -1 if `stop` never came within `limit_s` (a bound against a hang)."""
+    Path(started).touch()
+    n, give_up = 0, time.monotonic() + limit_s
+    while not os.path.exists(stop):
+        n += 1
+        if n % 10_000 == 0 and time.monotonic() > give_up:
+            return -1
     return n
 
 
@@ -62,34 +76,32 @@ async def test_a_worker_has_compiled_the_catalog_before_its_first_task(scanner: 
 async def test_a_task_past_its_deadline_fails_closed_and_its_worker_is_replaced() -> None:
     scanner = Scanner(workers=1, timeout_s=2)
     try:
-        await scanner.run(os.getpid)  # started: the deadline is the task's alone
-        started = time.perf_counter()
+        stuck = await scanner.run(os.getpid)  # started: the deadline is the task's alone
+        started = time.monotonic()
         with pytest.raises(ScanFailed):
             await scanner.run(burn, 60.0)
-        assert time.perf_counter() - started < 15  # stopped at its deadline, not after a minute
+        # Not a measure: a bound against a hang, far below the minute the task would run by itself.
+        assert time.monotonic() - started < 45
+        await until(lambda: not running(stuck), 20)  # the worker past its deadline was stopped, not left burning
         assert await scanner.run(burn, 0.01) > 0  # a new worker took the stopped one's place
+        assert await scanner.run(os.getpid) != stuck
     finally:
         await scanner.close()
 
 
-async def test_the_event_loop_keeps_answering_while_a_worker_holds_its_gil(scanner: Scanner) -> None:
+async def test_the_event_loop_keeps_answering_while_a_worker_holds_its_gil(scanner: Scanner, tmp_path: Path) -> None:
+    """A worker burns CPU holding its GIL until this event loop, having ticked 50 times meanwhile, tells it to
+    stop. Held in this process, the loop could not tick until the work gave up on its own (-1), 30 s later."""
     await scanner.run(os.getpid)
-    gaps: list[float] = []
-    done = asyncio.Event()
-
-    async def tick() -> None:
-        last = time.perf_counter()
-        while not done.is_set():
-            await asyncio.sleep(0.005)
-            now = time.perf_counter()
-            gaps.append(now - last)
-            last = now
-
-    ticking = asyncio.create_task(tick())
-    await scanner.run(burn, 1.5)
-    done.set()
-    await ticking
-    assert len(gaps) > 20 and max(gaps) < 0.5  # held in this process, it would be one 1.5 s gap
+    started, stop = tmp_path / "started", tmp_path / "stop"
+    busy = asyncio.create_task(scanner.run(burn_until, str(started), str(stop), 30.0))
+    await until(started.exists, 20)
+    ticks = 0
+    while ticks < 50 and not busy.done():
+        await asyncio.sleep(0.005)
+        ticks += 1
+    stop.touch()
+    assert await busy > 0 and ticks == 50
 
 
 async def test_a_small_text_is_scanned_in_a_thread_and_a_long_one_is_never(monkeypatch: Any) -> None:

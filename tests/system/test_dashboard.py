@@ -240,4 +240,5 @@ async def test_every_dashboard_panel_returns_data_from_a_real_prometheus(
             empty.append(f"(Prometheus holds {len(names)} metric names: {names}; scrape: {scrape})")
     assert not empty, "panels without data:\n" + "\n".join(empty)
     assert not not_a_number, "panels whose every value is NaN (nothing increased):\n" + "\n".join(not_a_number)
-    assert time.monotonic() - started < 90
+    # A bound against a hang of the whole, not a measure (each wait above has its own deadline, DEADLINE_S).
+    assert time.monotonic() - started < 300
