@@ -47,6 +47,20 @@ from tests.support.fakes import completion, embeddings_reply
 from tests.support.proxy import make_env, user_headers
 from tests.support.servers import served
 
+# ---------------------------------------------------------------- the quick subset
+
+# A test that starts the app (or the worker's services) is slow: stopping them waits for the outbox's retry tick
+# (memory_proxy/chat/outbox.py, RETRY_S: up to 1 s), so these ~400 tests are most of the suite's time. They are
+# marked here, by the fixtures that start it, rather than one by one; other slow tests carry the mark themselves.
+APP_FIXTURES = frozenset({"client", "proxy", "live_url", "live_client", "app_factory", "worker"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if APP_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 # ---------------------------------------------------------------- database
 
 @pytest.fixture(scope="session")

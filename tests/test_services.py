@@ -29,6 +29,8 @@ from tests.support.fakes import chunk, completion, sse
 from tests.support.proxy import chat_body, make_env, metric, user_headers
 from tests.support.servers import running
 
+pytestmark = pytest.mark.slow
+
 
 async def test_a_killed_embedded_database_is_started_again(tmp_path: Path) -> None:
     """SIGKILL to the embedded postmaster: nothing restarted it, and only a proxy restart (which lost the

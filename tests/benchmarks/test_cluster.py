@@ -17,6 +17,8 @@ import pytest
 from tests.support.data import TEMPLATE_DB
 from tests.support.servers import run_benchmark
 
+pytestmark = pytest.mark.slow
+
 SAMPLES = 1  # per kind: a memory written through the API, a memory formed by the worker
 ROUNDS = 2   # stale injection: a delete, then an erase, each through the other replica
 

@@ -3,7 +3,11 @@
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.support.servers import run_benchmark
+
+pytestmark = pytest.mark.slow
 
 
 def test_each_turns_calls_and_tokens_are_counted(database_url: str, tmp_path: Path) -> None:

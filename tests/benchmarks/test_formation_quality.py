@@ -7,8 +7,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.support.data import SCENARIOS
 from tests.support.servers import run_benchmark
+
+pytestmark = pytest.mark.slow
 
 
 def test_a_setting_given_with_set_reaches_the_proxy_of_the_run(database_url: str, tmp_path: Path) -> None:

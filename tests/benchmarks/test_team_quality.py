@@ -81,6 +81,7 @@ def test_a_scenario_that_contradicts_its_teams_is_refused_when_loaded(tmp_path: 
     assert status != 0 and failing == {} and "ValueError" in output and problem in output, output
 
 
+@pytest.mark.slow
 def test_the_oracle_run_of_the_example_keeps_each_fact_in_its_scope_and_shows_it_to_members_only(
         database_url: str, tmp_path: Path) -> None:
     """The whole harness on the README's example: the oracle's answers through a real proxy (a team fact named

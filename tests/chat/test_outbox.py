@@ -55,6 +55,7 @@ async def test_a_job_the_database_refuses_is_set_aside_and_the_next_ones_go_on(
     assert metric("memory_proxy_jobs_total", event="rejected") == rejected + 2
 
 
+@pytest.mark.slow
 async def test_held_jobs_survive_a_restart_of_the_proxy_during_the_outage(
         database_url: str, tmp_path: Path, ready: asyncio.Event) -> None:
     """The database is down: jobs are held and spooled to the data dir. The proxy stops (the held jobs
@@ -108,6 +109,7 @@ async def test_a_spool_file_written_in_the_old_payload_format_is_written_as_the_
     assert list(tmp_path.glob("*.json")) == []
 
 
+@pytest.mark.slow
 async def test_past_capacity_the_oldest_held_job_is_dropped_from_disk_too(tmp_path: Path,
                                                                          ready: asyncio.Event) -> None:
     dropped = metric("memory_proxy_jobs_total", event="dropped")
@@ -153,6 +155,7 @@ async def test_jobs_of_turns_that_end_together_are_written_together(database_url
     assert sorted(m for u, m in written if u == USER_B) == sorted(f"fact {i}" for i in range(0, 20, 2))
 
 
+@pytest.mark.slow
 async def test_spooled_chat_text_is_readable_by_the_proxy_s_user_only(tmp_path: Path, ready: asyncio.Event) -> None:
     """A spool file holds the user's words: 0600 in a 0700 directory, also under a permissive umask and
     when an older version had made the directory 0755."""

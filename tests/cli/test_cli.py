@@ -25,6 +25,7 @@ from tests.support.proxy import set_env
 from tests.support.servers import free_port, proxy_command, stop_process, wait_ready
 
 
+@pytest.mark.slow
 def test_memories_add_embeds_and_stores(env: dict, outside: Any, database_url: str, monkeypatch, capsys) -> None:
     set_env(env, monkeypatch)
     text = "User is a software engineer who uses Bun."
@@ -38,6 +39,7 @@ def test_memories_add_embeds_and_stores(env: dict, outside: Any, database_url: s
     assert row == (text, "mistral-embed", len(vector_for(text)), USER_A)
 
 
+@pytest.mark.slow
 def test_memories_add_redacts_secrets_before_embedding(env: dict, outside: Any, database_url: str,
                                                        monkeypatch, capsys) -> None:
     set_env(env, monkeypatch)
@@ -73,6 +75,7 @@ def test_memories_add_refuses_empty_text(env: dict, monkeypatch, capsys) -> None
     assert main(["memories", "add", "--user", USER_A, "  "]) == 2
 
 
+@pytest.mark.slow
 def test_memories_add_and_load_global_refuse_text_over_the_size_limit(env: dict, outside: Any, tmp_path: Path,
                                                                       monkeypatch, capsys) -> None:
     set_env(env, monkeypatch)
@@ -85,6 +88,7 @@ def test_memories_add_and_load_global_refuse_text_over_the_size_limit(env: dict,
     assert "1 global memories loaded" in out.out and "line 2 skipped" in out.err
 
 
+@pytest.mark.slow
 async def test_serve_starts_on_the_embedded_database_with_a_generated_key(tmp_path: Path) -> None:
     """The README's run command, as a new user runs it: no DATABASE_URL, no PROXY_API_KEYS."""
     port = free_port()
@@ -108,6 +112,7 @@ async def test_serve_starts_on_the_embedded_database_with_a_generated_key(tmp_pa
     assert not (tmp_path / "data" / "postgres" / "postmaster.pid").exists()  # embedded PostgreSQL stopped too
 
 
+@pytest.mark.slow
 def test_global_memories_from_a_file_and_by_hand(env: dict, outside: Any, database_url: str, tmp_path: Path,
                                                  monkeypatch, capsys) -> None:
     set_env(env, monkeypatch)
@@ -122,6 +127,7 @@ def test_global_memories_from_a_file_and_by_hand(env: dict, outside: Any, databa
         assert conn.execute("SELECT count(*) FROM users_vectors").fetchone()[0] == 0
 
 
+@pytest.mark.slow
 def test_jobs_list_and_retry(env: dict, database_url: str, monkeypatch, capsys) -> None:
     set_env(env, monkeypatch)
     with psycopg.connect(database_url) as conn:
@@ -288,6 +294,7 @@ def _store(database_url: str, user: str, content: str, *, model: str = "mistral-
     return vector_id
 
 
+@pytest.mark.slow
 def test_memories_list_shows_active_memories(env: dict, database_url: str, monkeypatch, capsys) -> None:
     set_env(env, monkeypatch)
     _store(database_url, USER_A, "User lives in Berlin.", memory_type="identity", pinned=True)
@@ -304,6 +311,7 @@ def test_memories_list_shows_active_memories(env: dict, database_url: str, monke
     assert item["memory_type"] == "identity" and item["stated_at"].startswith("2026-03-02")
 
 
+@pytest.mark.slow
 def test_memories_export_and_import_round_trip(env: dict, outside: Any, database_url: str, tmp_path: Path,
                                                monkeypatch, capsys) -> None:
     set_env(env, monkeypatch)
@@ -344,6 +352,7 @@ def test_memories_import_refuses_what_is_not_an_export(env: dict, tmp_path: Path
     assert "not a memory-proxy export" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_reembed_command(env: dict, outside: Any, database_url: str, monkeypatch, capsys) -> None:
     set_env(env, monkeypatch)
     for text in ("User lives in Berlin.", "User prefers tea.", "User has a dog named Rex."):
@@ -372,6 +381,7 @@ def test_maintain_command_is_wired(env: dict, monkeypatch, capsys) -> None:
     assert main(["maintain"]) == 0 and seen["user_id"] is None
 
 
+@pytest.mark.slow
 def test_maintain_expires_memories(env: dict, database_url: str, monkeypatch, capsys) -> None:
     """Against memory_proxy.formation.maintain itself: an expired, unpinned memory is retired; a pinned one stays."""
     set_env(env, monkeypatch)
@@ -404,6 +414,7 @@ def _fake_keys(monkeypatch) -> dict[str, Any]:
     return made
 
 
+@pytest.mark.slow
 def test_keys_commands_are_wired(env: dict, monkeypatch, capsys) -> None:
     set_env(env, monkeypatch)
     made = _fake_keys(monkeypatch)
@@ -417,6 +428,7 @@ def test_keys_commands_are_wired(env: dict, monkeypatch, capsys) -> None:
     assert main(["keys", "revoke", "key-2"]) == 1 and "no active key key-2" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_keys_create_list_revoke(env: dict, monkeypatch, capsys) -> None:
     """Against memory_proxy.store.keys itself: the secret is printed once and never listed."""
     set_env(env, monkeypatch)
@@ -440,6 +452,7 @@ def test_keys_create_never_makes_an_admin_key_by_accident(argv: list[str], env: 
     assert refused.value.code == 2 and made == {}
 
 
+@pytest.mark.slow
 def test_keys_create_admin_only_when_asked(env: dict, monkeypatch, capsys) -> None:
     set_env(env, monkeypatch)
     made = _fake_keys(monkeypatch)

@@ -38,6 +38,7 @@ async def _expected(db: Any, vector_id: str) -> tuple[str, list[float]]:
     return content, vector_for(embedding_text(content, stated_at))
 
 
+@pytest.mark.slow
 async def test_reembed_moves_old_vectors_to_the_configured_model(settings: Settings, outside: Any, db: Any) -> None:
     await _old_memories(db)
     async with open_services(settings, httpx.AsyncClient(timeout=5)) as services:
@@ -67,6 +68,7 @@ async def test_reembed_moves_old_vectors_to_the_configured_model(settings: Setti
                                     min_score=0.99, include_global=False)
 
 
+@pytest.mark.slow
 async def test_reembed_resumes_after_an_interruption(settings: Settings, outside: Any, db: Any) -> None:
     await _old_memories(db)
     calls = 0

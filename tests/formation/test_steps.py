@@ -48,6 +48,7 @@ def fact_fates(run: Path, *options: str) -> list[dict[str, Any]]:
     return fates
 
 
+@pytest.mark.slow
 def test_a_perfect_model_gets_every_development_user_right(database_url: str, tmp_path: Path) -> None:
     users = formation_benchmark(database_url, tmp_path, "--llm", "oracle", "--split", "dev")
     assert len(users) >= 140 and len({u["lang"] for u in users}) >= 9 and sum(u["openwebui"] for u in users) >= 20
@@ -61,6 +62,7 @@ def test_a_perfect_model_gets_every_development_user_right(database_url: str, tm
         ("d-it-hypo-ferrari", "guard", "unsupported")]
 
 
+@pytest.mark.slow
 def test_the_guards_hold_whatever_the_scripted_model_says(database_url: str, tmp_path: Path) -> None:
     users = formation_benchmark(database_url, tmp_path, "--llm", "fake", "--ci",
                                 "--users", "benchmarks/formation_quality/users.toml")

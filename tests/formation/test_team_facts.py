@@ -202,6 +202,7 @@ async def worker_off(env: dict[str, str]) -> AsyncIterator[Worker]:
         yield Worker.from_services(services)
 
 
+@pytest.mark.slow
 async def test_off_shows_no_team_and_stores_no_fact_for_one(db: Any, worker_off: Worker, memory_llm: Any,
                                                             outside: Any, platform: None) -> None:
     memory_llm.extract = lambda message: [STAGING, LYON]

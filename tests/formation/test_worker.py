@@ -463,6 +463,7 @@ async def test_global_memories_reach_users_with_fewer_than_five_of_their_own(cli
     assert response.json()["memories"] == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("provider", "mode"), [("mistral", "tools"), ("mistral", "json_schema"),
                                                 ("mistral", "md_json"), ("openai", "json"), ("openai", "tools")])
 async def test_every_provider_and_mode_forms_memories(env: dict, outside: Any, db: Any, memory_llm: Any,

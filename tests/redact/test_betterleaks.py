@@ -30,6 +30,7 @@ def test_the_rules_are_the_ones_the_installed_engine_ships() -> None:
     assert any(betterleaks.RULES_FILE.read_bytes() in lib.read_bytes() for lib in native.iterdir())
 
 
+@pytest.mark.slow
 def test_picking_rules_by_keyword_gives_the_verdict_of_the_whole_rule_set() -> None:
     lines = _dev("secrets.jsonl", 20) + _dev("lookalikes.jsonl", 4)
     assert len(lines) > 350
@@ -51,6 +52,7 @@ def test_a_text_without_any_keyword_costs_no_engine_call(monkeypatch: pytest.Mon
     assert betterleaks.leaked("We hiked up to the lake on Sunday and had lunch at noon.") == []
 
 
+@pytest.mark.slow
 def test_the_rule_sets_add_what_our_own_patterns_miss(monkeypatch: pytest.MonkeyPatch) -> None:
     """On a sample of the dev split: the maintained rule sets' findings (this one's and Kingfisher's) are what
     lift redaction above 97 %."""

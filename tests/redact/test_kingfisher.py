@@ -43,6 +43,7 @@ def test_every_copy_of_a_found_secret_goes() -> None:
     assert POSTHOG not in redact(text).text
 
 
+@pytest.mark.slow
 def test_it_adds_to_the_rest_on_the_dev_split_and_flags_no_look_alike(monkeypatch: pytest.MonkeyPatch) -> None:
     """On the published dev samples: lines only this catalog catches, and no look-alike it flags alone."""
     secrets = [r["text"] for r in _dev("secrets.jsonl") if any(kingfisher.found(r["text"]))]

@@ -25,6 +25,7 @@ def test_corpus_is_large_and_covers_every_kind() -> None:
     assert {kind for kind, n in counts.items() if n >= 2} >= KINDS
 
 
+@pytest.mark.slow
 def test_no_secret_of_the_corpus_survives() -> None:
     """0 stored: no 8-character piece of any positive sample's secret is left (details in the test below)."""
     leaked = [s["text"] for s in POSITIVE if any(p in redact(s["text"]).text for p in pieces(s["secret"]))]
@@ -220,6 +221,7 @@ def _dev_lines() -> list[str]:
     return lines
 
 
+@pytest.mark.slow
 def test_redacting_again_changes_nothing_on_the_dev_corpora() -> None:
     lines = _dev_lines()
     assert len(lines) > 1500

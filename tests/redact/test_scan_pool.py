@@ -73,6 +73,7 @@ async def test_a_worker_has_compiled_the_catalog_before_its_first_task(scanner: 
     assert await scanner.run(compiled_catalogs) == 1
 
 
+@pytest.mark.slow
 async def test_a_task_past_its_deadline_fails_closed_and_its_worker_is_replaced() -> None:
     scanner = Scanner(workers=1, timeout_s=2)
     try:
@@ -89,6 +90,7 @@ async def test_a_task_past_its_deadline_fails_closed_and_its_worker_is_replaced(
         await scanner.close()
 
 
+@pytest.mark.slow
 async def test_the_event_loop_keeps_answering_while_a_worker_holds_its_gil(scanner: Scanner, tmp_path: Path) -> None:
     """A worker burns CPU holding its GIL until this event loop, having ticked 50 times meanwhile, tells it to
     stop. Held in this process, the loop could not tick until the work gave up on its own (-1), 30 s later."""
@@ -120,6 +122,7 @@ async def test_a_small_text_is_scanned_in_a_thread_and_a_long_one_is_never(monke
         await redact_small("x" * (SMALL_TEXT_CHARS + 1))
 
 
+@pytest.mark.slow
 async def test_the_services_own_the_workers_and_stop_them_on_exit(settings: Settings) -> None:
     async with open_services(settings, httpx.AsyncClient()) as services:
         worker_pid = await services.scanner.run(os.getpid)

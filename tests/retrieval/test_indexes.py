@@ -121,6 +121,7 @@ async def test_a_read_overtaken_by_a_change_is_thrown_away(db: Any, database_url
     assert await indexes.ready(USER_A) is not None  # the next load stores
 
 
+@pytest.mark.slow
 async def test_no_index_is_trusted_while_the_listener_cannot_hear(db: Any, database_url: str) -> None:
     await seed(db, count=6)
     async with make_pool(database_url, 2) as pool:

@@ -107,6 +107,7 @@ async def test_through_pgbouncer_in_transaction_mode_nothing_is_prepared_and_not
     assert errors["InvalidSqlStatementName"] + errors["DuplicatePreparedStatement"] > 0
 
 
+@pytest.mark.slow
 async def test_behind_a_pooler_a_user_that_bypasses_row_level_security_is_refused(
         bouncer: dict[str, str]) -> None:
     """SET ROLE would hold on one server connection only: as a superuser the next transaction ran as the

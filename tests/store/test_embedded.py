@@ -12,9 +12,13 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from memory_proxy.store.embedded import EmbeddedPostgres
 from tests.support.data import ROOT
 from tests.support.servers import running
+
+pytestmark = pytest.mark.slow
 
 HOLDER = ("import sys, time; from pathlib import Path; from memory_proxy.store.embedded import EmbeddedPostgres; "
           "EmbeddedPostgres(Path(sys.argv[1])); print('ready', flush=True); time.sleep(600)")

@@ -71,6 +71,7 @@ async def test_search_is_exact_up_to_the_candidate_count(db: Any) -> None:
     assert [round(m.score, 4) for m in found] == [round(float(memories[i] @ query), 4) for i in exact]
 
 
+@pytest.mark.slow
 async def test_a_close_memory_is_found_among_more_than_the_candidates(db: Any) -> None:
     await insert_random_memories(db, USER_A, SEARCH_CANDIDATES + 100, seed=2)
     bun = await add_memory(db, USER_A, "User is a software engineer who uses Bun.")

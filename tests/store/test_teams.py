@@ -68,6 +68,7 @@ def test_membership_needs_a_team_and_a_role(database_url: str) -> None:
             conn.execute("INSERT INTO team_members (team_id, user_id, role) VALUES ('ops', 'u', 'owner')")
 
 
+@pytest.mark.slow
 def test_the_teams_command(env: dict, monkeypatch: Any, capsys: Any) -> None:
     set_env(env, monkeypatch)
     assert main(["teams", "create", "platform", "--name", "Platform", "--about", "runs the clusters"]) == 0

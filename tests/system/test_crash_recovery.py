@@ -27,6 +27,8 @@ from tests.support.servers import (
     wait_ready,
 )
 
+pytestmark = pytest.mark.slow
+
 USERS = [f"user-{i}" for i in range(6)]
 
 

@@ -35,6 +35,8 @@ from tests.support.proxy import add_memory, chat_body, make_env, metric, user_he
 from tests.support.servers import free_port
 from tests.support.tools import SECRET_FACT, call, calling, calls_stream, script, script_stream
 
+pytestmark = pytest.mark.slow
+
 FORM_MSG = "Let me tell you about myself: I like tea, I drink coffee now, I live near Berlin with a cat, round"
 RETRY_MSG = "One more thing about me: I play chess, round"
 # Grafana's built-in interval variables, as concrete windows for a 1 s scrape interval and a short test.

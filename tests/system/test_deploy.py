@@ -263,6 +263,7 @@ def test_dockerignore_lets_in_what_the_install_needs() -> None:
     assert "*" in (ROOT / ".dockerignore").read_text().splitlines()  # an allow-list: .env, .venv stay out
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.environ.get("MEMORY_PROXY_TEST_INSTALL") != "1" and os.environ.get("CI") != "true",
                     reason="slow (a real `pip install .`, 0.5–2 min): runs in CI, or set MEMORY_PROXY_TEST_INSTALL=1")
 def test_deploy_install_sh_installs_a_working_package(tmp_path: Path) -> None:

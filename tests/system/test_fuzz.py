@@ -21,6 +21,8 @@ from tests.support.data import CHAT, USER_A
 from tests.support.fakes import chunk, completion, sse
 from tests.support.proxy import add_memory, make_env, metric
 
+pytestmark = pytest.mark.slow
+
 FUZZ: dict[str, Any] = {"deadline": None, "database": None,
                         "suppress_health_check": [HealthCheck.function_scoped_fixture]}
 

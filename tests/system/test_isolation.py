@@ -24,6 +24,8 @@ from memory_proxy.store.database import APP_ROLE, make_pool
 from memory_proxy.store.scope import all_users, user_scope
 from memory_proxy.store.teams import Holder
 
+pytestmark = pytest.mark.slow
+
 MODEL = "iso-model"
 DIMS = 32  # small vectors: the policies do not care about the dimension, and 10,000 searches stay quick
 USERS = [f"user-{i:03d}" for i in range(100)]

@@ -18,6 +18,8 @@ from tests.support.fakes import bun_llm, embeddings_reply
 from tests.support.proxy import job_states
 from tests.support.servers import free_port, restart_until_done, served, start_proxy, until, wait_ready
 
+pytestmark = pytest.mark.slow
+
 CHUNKS = 8
 CHUNK_GAP_S = 0.15
 SHUTDOWN_TIMEOUT = 3  # the stream above takes ~1.2 s: it finishes; a stuck one is cut
