@@ -53,7 +53,7 @@ def seed_teams(server: Server, count: int, per_team: int, relevant: int = relay.
                 texts += [f"Team {t} fact {i}: service {i % 97} runs in region {i % 89} on cluster {i % 83}."
                           for i in range(per_team - relevant)]
                 for text in texts:
-                    await add_or_find_memory(conn, user_id=teams.principal(team), content=text,
+                    await add_or_find_memory(conn, user_id=teams.Holder.team(team).principal, content=text,
                                              embedding=embed(text, 1024), model="fake-embed")
 
     asyncio.run(insert())

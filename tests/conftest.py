@@ -49,9 +49,10 @@ from tests.support.servers import served
 
 # ---------------------------------------------------------------- the quick subset
 
-# A test that starts the app (or the worker's services) is slow: stopping them waits for the outbox's retry tick
-# (memory_proxy/chat/outbox.py, RETRY_S: up to 1 s), so these ~400 tests are most of the suite's time. They are
-# marked here, by the fixtures that start it, rather than one by one; other slow tests carry the mark themselves.
+# A test that starts the app (or the worker's services) is slow: pools, the embedded database's scope, the worker
+# and the outbox start and stop around each one, so these ~450 tests are most of the suite's time (with them the
+# quick subset took 5 min, without them under 1). They are marked here, by the fixtures that start the app,
+# rather than one by one; other slow tests carry the mark themselves.
 APP_FIXTURES = frozenset({"client", "proxy", "live_url", "live_client", "app_factory", "worker"})
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from memory_proxy.store.teams import TEAM_ID, principal
+from memory_proxy.store.teams import TEAM_ID, Holder
 
 from ..formation_quality import scenarios as formation
 from ..formation_quality.proxy_runner import SAME_CHAT_DAYS, ProxyRun, Served, memory_block, proxy_serving
@@ -118,7 +118,7 @@ class TeamRun:
                     result["injected"].append([])
                     result["injected_teams"].append([])
         holders = {**{f"personal:{p}": user_id for p, user_id in people.items()},
-                   **{f"team:{name}": principal(team_id) for name, team_id in teams.items()}}
+                   **{f"team:{name}": Holder.team(team_id).principal for name, team_id in teams.items()}}
         for scope, holder in holders.items():
             memories = await self.run.memories(holder)
             result["scopes"][scope] = [m["content"] for m in memories.values() if m["active"]]

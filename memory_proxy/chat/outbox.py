@@ -141,12 +141,17 @@ class Outbox:
     async def run(self, stop: asyncio.Event) -> None:
         """Write held jobs whenever there are some and the schema is ready, until `stop`; then try once more.
         What is still held at the end stays spooled for the next start."""
-        while not stop.is_set():
-            with anyio.move_on_after(RETRY_S):
-                await self._wake.wait()
-            self._wake.clear()
-            if self.ready.is_set():
-                await self.flush()
+        stopping = asyncio.ensure_future(stop.wait())
+        stopping.add_done_callback(lambda _: self._wake.set())  # a stop ends the wait at once, not at the tick
+        try:
+            while not stop.is_set():
+                with anyio.move_on_after(RETRY_S):
+                    await self._wake.wait()
+                self._wake.clear()
+                if self.ready.is_set() and not stop.is_set():
+                    await self.flush()
+        finally:
+            stopping.cancel()
         if self._held:
             await self.flush()
             if self._held:
