@@ -109,3 +109,14 @@ def test_the_layering_check_sees_a_forbidden_import(tmp_path: Path) -> None:
     module.write_text("from ..http import routes\nfrom ..records import Memory\n")
     known = {"memory_proxy.http.routes", "memory_proxy.records"}
     assert imports("memory_proxy.store.bad", module, known) == {"memory_proxy.http.routes", "memory_proxy.records"}
+
+
+def test_no_test_imports_the_benchmarks() -> None:
+    """Tests run a benchmark harness as a command and read what it writes (tests/support/servers.run_benchmark)."""
+    importing = []
+    for path in (ROOT / "tests").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            importing += [f"{path.relative_to(ROOT)}: {name}" for name in names if name.split(".")[0] == "benchmarks"]
+    assert importing == []
