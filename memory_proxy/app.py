@@ -120,6 +120,7 @@ def create_app(settings: Settings, http_client: httpx.AsyncClient | None = None,
         debug=False,
     )
     app.state.key_checker = key_checker
+    app.state.metrics_key_checker = KeyChecker(settings.server.metrics_key) if settings.server.metrics_key else None
     # outermost: 404s and errors carry the request id too; HEAD runs every GET route without its body
     app.asgi_handler = RequestIdMiddleware(HeadAsGet(app.asgi_handler))  # type: ignore[assignment]
     return app

@@ -147,11 +147,20 @@ PROVENANCE_CHECKS = Counter(
 )
 LLM_TOKENS = Counter("memory_proxy_llm_tokens_total", "Memory-LLM tokens by purpose and kind (prompt, completion).",
                      ["purpose", "kind"])
+TEAM_MIRROR = Counter(
+    "memory_proxy_team_mirror_total",
+    "What the mirror of OpenWebUI's groups did (TEAM_MIRROR, memory_proxy/http/group_mirror.py): memberships "
+    "joined and left, teams made, groups skipped (an operator's team of that id, or past TEAM_MIRROR_MAX_TEAMS), "
+    "and reads of a user's groups from OpenWebUI that failed (read_failed).",
+    ["outcome"],
+)
 TOOL_CALLS = Counter(
     "memory_proxy_tool_calls_total",
     "Memory tool calls the chat model made (memory_proxy/tools/calls.py), by tool (search_memory, remember, "
     "forget, unknown) and outcome (ok, empty, refused: a guard said no, bad_arguments, unknown_tool, over_cap, "
-    "failed), and offers the upstream refused (tool `all`, outcome rejected: HTTP 400, retried without them).",
+    "failed), offers the upstream refused (tool `all`, outcome rejected: HTTP 400, retried without them), and "
+    "calls to the client's own tools not sent in a turn that showed the model memories (tool `client`, outcome "
+    "withheld: memory_proxy/tools/outbound.py).",
     ["tool", "outcome"],
 )
 TOOL_TURNS = Counter(
@@ -234,6 +243,9 @@ def configure_logging(level: str = "info", fmt: str = "json", *, user_ids: str =
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(max(level_no, logging.WARNING))
+    # instructor logs two error lines for every memory-LLM call that fails (an outage of minutes wrote hundreds):
+    # what a failure does is ours to say, once a job attempt (memory_decision) and in memory_proxy_llm_calls_total.
+    logging.getLogger("instructor").setLevel(logging.CRITICAL)
 
 
 class _Stderr(logging.Handler):

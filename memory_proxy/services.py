@@ -19,6 +19,7 @@ from .chat.upstream import Upstream, make_clients
 from .embedding.embedders import Embedder, WordsEmbedder, build_embedder
 from .errors import MemoryUnavailable
 from .formation.memory_llm import MemoryLLM
+from .http.group_mirror import GroupMirror
 from .observability import DATABASE_RESTARTS, log
 from .redact.scan_pool import Scanner
 from .retrieval.indexes import Indexes
@@ -42,6 +43,7 @@ class Services:
     uses: UseCounts  # injections counted for ranking, written in batches
     indexes: Indexes  # users' memories held between turns, searched without the database
     scanner: Scanner  # secret scans and fact checks off the event loop (worker processes, started on first use)
+    mirror: GroupMirror  # the user's teams mirrored from OpenWebUI's groups (TEAM_MIRROR)
     breaker: Breaker = field(default_factory=Breaker)  # retrieval skips a database that keeps failing
     embedder_breaker: Breaker = field(default_factory=lambda: Breaker("embedder"))  # … and an embedder: recent memories
     models: ModelsCache = field(default_factory=ModelsCache)  # the last good /v1/models, for a busy upstream
@@ -169,6 +171,7 @@ async def open_services(settings: Settings, http_client: httpx.AsyncClient | Non
                                                 tokenize=tokenize),
                                 scanner=Scanner(workers=settings.server.scan_workers,
                                                 timeout_s=settings.server.scan_timeout_s),
+                                mirror=GroupMirror(settings.team_mirror, pool, clients[0]),
                                 models=ModelsCache(settings.upstream.models_cache_max_age),
                                 direct_conninfo=direct)
             holding = search_index and settings.retrieval.index_mb > 0
@@ -181,7 +184,7 @@ async def open_services(settings: Settings, http_client: httpx.AsyncClient | Non
                 yield services
             finally:
                 stop_outbox.set()
-                await asyncio.gather(outbox_task, uses_task, index_task, services.models.close())
+                await asyncio.gather(outbox_task, uses_task, index_task, services.models.close(), services.mirror.close())
                 await services.scanner.close()
                 if schema:
                     schema.cancel()

@@ -51,7 +51,8 @@ async def test_no_line_of_a_job_quotes_the_memory_llm(db: Any, worker: Any, memo
     assert await worker.run_until_idle() == 1
     text = stderr_text()
     lines = [json.loads(line) for line in text.splitlines()]
-    assert [line["event"] for line in lines if line.get("logger", "").startswith("instructor")]  # a library's line
+    # instructor's own error lines are silenced (two a failed call: an outage wrote hundreds); the job's is ours
+    assert [line for line in lines if line.get("logger", "").startswith("instructor")] == []
     [decision] = [line for line in lines if line["event"] == "memory_decision"]
     assert MARKER not in text
     if "error" in decision:  # the job's error, kept with it, names the failure and not the body
@@ -87,7 +88,7 @@ def test_a_library_line_keeps_its_words_not_its_values(capsys: pytest.CaptureFix
     configure_logging("info", "json", memory_text=False)
     try:
         logging.getLogger("psycopg.pool").warning("error connecting in %r: %s", "memory-proxy", MARKER)
-        logging.getLogger("instructor.v2.retry").error(f"Last error: input_value='{MARKER}'")
+        logging.getLogger("openai._base_client").error(f"Last error: input_value='{MARKER}'")
         try:
             raise RuntimeError(MARKER)
         except RuntimeError:

@@ -9,11 +9,11 @@ them with its members; a team they are not in is a 404, as if it did not exist.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Annotated, Any
 
 from litestar import Request, Router, delete, get, patch, post, put
 from litestar.di import NamedDependency
-from litestar.params import FromPath, JSONBody
+from litestar.params import FromPath, JSONBody, QueryParameter
 
 from ..errors import BadRequest, Conflict, Forbidden, NotFound
 from ..http.auth import NOT_ONE_LINE, checked_user_id, read_user_id
@@ -24,6 +24,8 @@ from .input_bounds import MAX_BODY_BYTES, checked_request
 from .memory_routes import API_PREFIX
 
 OPERATOR = None  # `team_caller`'s answer for an operator
+TEAMS_PAGE = 100  # teams an operator's listing gives by default; `next_after` names where the next page starts
+MAX_TEAMS_PAGE = 500
 
 
 @dataclass
@@ -81,13 +83,19 @@ def _shown(team: teams.Team, **extra: Any) -> dict[str, Any]:
     return {**asdict(team), **extra}
 
 
-@get("/", summary="Teams: every team for an operator, a user's own teams (with their role) for a user")
-async def list_teams(request: Request[Any, Any, Any], services: NamedDependency[Services]) -> dict[str, Any]:
+@get("/", summary="Teams: every team for an operator, a page at a time by id; a user's own teams (with their role)")
+async def list_teams(request: Request[Any, Any, Any], services: NamedDependency[Services],
+                     limit: Annotated[int, QueryParameter(ge=1, le=MAX_TEAMS_PAGE)] = TEAMS_PAGE,
+                     after: Annotated[str, QueryParameter(max_length=64)] = "") -> dict[str, Any]:
     user_id = team_caller(request, services)
     async with services.pool.connection() as conn:
         if user_id is OPERATOR:
-            return {"teams": [_shown(team) for team in await teams.list_teams(conn)]}
-        return {"teams": [_shown(m.team, role=m.role) for m in await teams.teams_of(conn, user_id)]}
+            found = await teams.list_teams(conn, after=after, limit=limit + 1)
+            page = found[:limit]
+            return {"teams": [_shown(team) for team in page],
+                    "next_after": page[-1].id if len(found) > limit else None}
+        return {"teams": [_shown(m.team, role=m.role) for m in await teams.teams_of(conn, user_id)],
+                "next_after": None}
 
 
 @post("/", status_code=201, summary="Create a team (operators)")

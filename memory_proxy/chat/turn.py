@@ -24,7 +24,7 @@ from litestar.response import Stream
 
 from ..errors import UpstreamError, openai_error
 from ..formation.memory_text import storable
-from ..http.auth import read_group_ids, read_user_id
+from ..http.auth import read_user_id
 from ..job_payload import FormationPayload, Message, Retrieved
 from ..observability import (
     ADDED_LATENCY,
@@ -163,7 +163,7 @@ async def chat_turn(services: Services, headers: Mapping[str, str], raw: bytes) 
         retrieval = await turn_memories(services, identified, body,
                                             always_on_only=with_tools and services.settings.retrieval.tools_inject
                                             == "always_on",
-                                            groups=read_group_ids(headers, services.settings.server))
+                                            groups=services.mirror.groups_for_turn(headers, identified))
     memories = retrieval.memories if retrieval else []  # injected into the request sent
     content, sent = raw, body  # the request as it goes without tools (and a retry without them)
     if retrieval and retrieval.plain:

@@ -4,6 +4,7 @@ side fails (counted, logged, never the client's problem), and the turn's `memory
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -77,10 +78,12 @@ async def _retrieved(services: Services, user_id: str, body: dict[str, Any],
         services.require_database()
         if not services.breaker.allow():
             raise MemoryUnavailable("breaker_open", "the database failed repeatedly: not tried for a while")
+        mirror = (None if groups is None else
+                  functools.partial(services.mirror.mirror_on, user_id=user_id, groups=groups))
         found = await memories_for_turn(pool=services.pool, embedder=services.embedder, user_id=user_id,
-                                    query=search_query(users_message(messages)), settings=retrieval,
-                                    indexes=services.indexes, embedder_breaker=services.embedder_breaker,
-                                    groups=groups)
+                                        query=search_query(users_message(messages)), settings=retrieval,
+                                        indexes=services.indexes, embedder_breaker=services.embedder_breaker,
+                                        mirror=mirror)
         services.breaker.success()
     except MemoryUnavailable as exc:
         if exc.reason.startswith("database_") and exc.reason != "database_not_ready":

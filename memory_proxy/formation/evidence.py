@@ -257,8 +257,8 @@ def _numbers(fact: str, said_on: date) -> list[float]:
 
 def unsaid_names(fact: str, *, said: OwnWords, earlier: list[str]) -> list[str]:
     """The names of `fact` found nowhere in the user's own words (this message or the earlier ones), looked up
-    as `grounding` looks them up. `grounding` lets a name found nowhere at all pass (a memory model may spell a
-    name its own way); a fact the chat model asks to remember must hold only names the user said."""
+    as `grounding` looks them up (which lets a name found nowhere at all pass: a model may spell or translate a
+    name its own way, "Cologne" for "Köln")."""
     theirs = Source.of(said.text, *earlier)
     unsaid = []
     for name in names(fact):

@@ -371,13 +371,19 @@ def _why_not(content: Content, kept: list[str], about: re.Pattern[str] = _ABOUT_
     return Drop.OVER_CAP if len(kept) >= MAX_FACTS_PER_TURN else None
 
 
+async def forget_candidates(pool: AsyncConnectionPool, embedder: Embedder, user_id: str, what: str) -> list[Memory]:
+    """The user's own memories nearest to what a request to forget names (never the global ones, never a team's),
+    whatever their score: the model picks among them."""
+    vector = await embed_one(embedder, what)
+    async with pool.connection() as conn:
+        return await search.neighbours(conn, user_id=user_id, model=embedder.model, embedding=vector,
+                                       top_k=FORGET_CANDIDATES, min_score=-1.0, include_global=False)
+
+
 async def _forgotten(turn: Turn, said: OwnWords, what: str, *, pool: AsyncConnectionPool, embedder: Embedder,
                      llm: MemoryLLM, malformed: list[str]) -> list[Resolution]:
     """The user's memories that a request to forget `what` names: the model picks them among the nearest."""
-    vector = await embed_one(embedder, what)
-    async with pool.connection() as conn:  # the user's own memories nearest to what, never the global ones
-        candidates = await search.neighbours(conn, user_id=turn.user_id, model=embedder.model, embedding=vector,
-                                             top_k=FORGET_CANDIDATES, min_score=-1.0, include_global=False)
+    candidates = await forget_candidates(pool, embedder, turn.user_id, what)
     if not candidates:
         return []
     try:

@@ -4,5 +4,6 @@
   they hand the request to chat/turn.py;
 - guards.py: who may call a route (the proxy key for chat, any key for the API) and the `services` dependency;
 - auth.py: the proxy's API keys (configured or generated) and the user's identity from OpenWebUI's headers;
+- group_mirror.py: teams mirrored from OpenWebUI's groups (TEAM_MIRROR);
 - head_as_get.py, request_id.py: ASGI middleware (HEAD answered as GET; a request id on every response and log line).
 """

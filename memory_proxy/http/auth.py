@@ -34,7 +34,7 @@ import jwt
 from ..errors import AuthenticationFailed, BadRequest
 from ..private_files import create_private, private_dir
 from ..settings import ServerSettings
-from ..store.teams import MAX_MIRRORED_GROUPS, PRINCIPAL_PREFIX, TEAM_ID, Holder
+from ..store.teams import PRINCIPAL_PREFIX, Holder
 
 MAX_USER_ID_LENGTH = 255
 # Not in a one-line name (a user id, a team name): control characters, NUL, lone surrogates
@@ -177,17 +177,3 @@ def read_user_id(headers: Mapping[str, str], server: ServerSettings) -> str | No
         user_id = header_value(headers, server.user_id_header)
         source = f"the {server.user_id_header} header"
     return None if user_id is None else checked_user_id(user_id, source)
-
-
-def read_group_ids(headers: Mapping[str, str], server: ServerSettings) -> list[str] | None:
-    """The user's OpenWebUI group ids from USER_GROUPS_HEADER (docs/TEAMS.md), or None when it is not configured
-    or not sent (then memberships stay as they are). An id that cannot be a team id is left out; at most
-    MAX_MIRRORED_GROUPS, in the order sent. Empty means no group: OpenWebUI also sends that when its lookup
-    failed, which then removes the mirrored memberships (fails closed)."""
-    if not server.user_groups_header:
-        return None
-    value = header_value(headers, server.user_groups_header)
-    if value is None:
-        return None
-    ids = dict.fromkeys(part.strip() for part in value.split(","))
-    return [i for i in ids if TEAM_ID.fullmatch(i)][:MAX_MIRRORED_GROUPS]

@@ -2,6 +2,7 @@
 
 - `DEPENDENCIES` (the app's) injects `services`, the running app's `Services`.
 - `require_proxy_key` guards the chat routes (routes.py): a proxy key (PROXY_API_KEYS).
+- `require_metrics_key` guards `/metrics`: METRICS_KEY or a proxy key.
 - `require_any_key` guards the management API (api/): a proxy key, or a key of the `api_keys` table once
   the database is ready; it leaves the `Caller` on the request for the API's `acting_user`.
 
@@ -55,6 +56,14 @@ def _presented_key(connection: Connection) -> str:
 def _proxy_key(connection: Connection, token: str) -> bool:
     checker: KeyChecker = connection.app.state.key_checker
     return checker.verify(token)
+
+
+async def require_metrics_key(connection: Connection, _: BaseRouteHandler) -> None:
+    """`/metrics`: METRICS_KEY or a proxy key (its counts are not for anyone who can reach the port)."""
+    token = _presented_key(connection)
+    metrics: KeyChecker | None = connection.app.state.metrics_key_checker
+    if not (_proxy_key(connection, token) or (metrics is not None and metrics.verify(token))):
+        raise AuthenticationFailed("invalid API key")
 
 
 async def require_proxy_key(connection: Connection, _: BaseRouteHandler) -> None:

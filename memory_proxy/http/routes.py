@@ -13,7 +13,7 @@ from ..chat.turn import chat_turn, relay_models
 from ..errors import MemoryUnavailable
 from ..services import Services
 from ..store import database
-from .guards import require_proxy_key
+from .guards import require_metrics_key, require_proxy_key
 
 READY_TIMEOUT_S = 2.0
 
@@ -48,7 +48,7 @@ async def readyz(services: NamedDependency[Services]) -> Response[dict[str, str]
     return Response({"status": "ready", "database": "ok"})
 
 
-@get("/metrics")
+@get("/metrics", guards=[require_metrics_key])
 async def metrics() -> Response[bytes]:
     return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 

@@ -61,7 +61,8 @@ _ANSWER = re.compile(r"[^.!?\n]{0,40}?(?:\bis|\bwas|:|=|→|—|–)\s*[\"'„�
                      r"(?P<v>[^\s.,;!?\n\"“”»][^.,;!?\n\"“”»]{1,39})")
 _HARMLESS = re.compile(r"postal|postale|zip|area|error|erreur|fehler|promo|rabatt|discount|qr|vorwahl|ddd|std"
                        r"|conduct|conduta|conducta|condotta|gedrags|verhaltens|poczt|почт|індекс|indice|cep\b"
-                       r"|kode pos|mã vùng|alan kodu|区号|郵便|우편|지역번호")
+                       r"|kode pos|mã vùng|alan kodu|区号|郵便|우편|지역번호"
+                       r"|gateway|listens?\b|tcp|udp|localhost")  # a network port: "listens on 6432 behind the gateway"
 _GLUE = re.compile(r"[:=：]+")
 _BESIDE = 12  # characters between a word and a value before it that is taken even with one after
 _CLAUSE = re.compile(r"[,;:،、，；]")

@@ -33,6 +33,7 @@ import anyio
 import numpy as np
 import psycopg
 import psycopg_pool
+from psycopg import AsyncConnection
 
 from ..breaker import Breaker
 from ..embedding.embedders import Embedder, embed_query
@@ -115,16 +116,16 @@ async def retrieve_memories(*, pool: psycopg_pool.AsyncConnectionPool, embedder:
 
 async def memories_for_turn(*, pool: psycopg_pool.AsyncConnectionPool, embedder: Embedder, user_id: str,
                             query: str, settings: RetrievalSettings, indexes: Indexes | None = None,
-                            embedder_breaker: Breaker | None = None, groups: list[str] | None = None,
+                            embedder_breaker: Breaker | None = None,
+                            mirror: Callable[[AsyncConnection[Any]], Awaitable[Any]] | None = None,
                             ) -> TurnMemories:
-    """Both tiers for a chat turn (see the module docstring), within RETRIEVAL_TIMEOUT_MS; with `groups` (the
-    user's OpenWebUI groups, USER_GROUPS_HEADER), the user's mirrored memberships are made those first: a
-    failure there fails the whole retrieval, so that a removed member never reads on by accident."""
+    """Both tiers for a chat turn (see the module docstring), within RETRIEVAL_TIMEOUT_MS; with `mirror` (the
+    user's OpenWebUI groups a header named, TEAM_MIRROR=header), the user's mirrored memberships are made those
+    first: a failure there fails the whole retrieval, so that a removed member never reads on by accident."""
     started = time.perf_counter()
     try:
-        if groups is not None:
-            await _in_database(pool, _left(started, settings.timeout_s),
-                               lambda conn: teams.mirror_groups(conn, user_id, groups))
+        if mirror is not None:
+            await _in_database(pool, _left(started, settings.timeout_s), mirror)
         vector, words = None, None
         if not contentless(query):
             try:

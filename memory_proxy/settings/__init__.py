@@ -48,6 +48,7 @@ from .memory_llm_settings import (
     memory_llm_provider,
     provider_url,
 )
+from .team_mirror_settings import TeamMirrorSettings
 
 __all__ = ["SPECS", "MemoryLLMSettings", "Settings", "SettingsError", "Spec", "declarations", "env", "load_settings", "markdown_table"]
 
@@ -102,12 +103,10 @@ class ServerSettings:
         "printed.", key_list, unset=lambda _: (), repr=False)
     user_id_header: str = env("USER_ID_HEADER", "x-openwebui-user-id", "Request header that carries the user "
         "id; absent → anonymous relay (no memory).", header_name)
-    user_groups_header: str = env("USER_GROUPS_HEADER", "", "Request header that carries the user's OpenWebUI "
-        "group ids, comma-separated: set it in OpenWebUI's connection headers as "
-        "`{\"X-OpenWebUI-User-Group-Ids\": \"{{USER_GROUP_IDS}}\"}` and name it here. Each identified chat turn "
-        "then makes the user a member of exactly those teams among the mirrored ones (a team per group, made on "
-        "first sight). Unsigned, even with `USER_JWT_SECRET`: whoever holds a proxy key can name any group. "
-        "Unset: teams are managed only by operators (docs/TEAMS.md).", header_name)
+    metrics_key: tuple[str, ...] = env("METRICS_KEY", "", "A key Prometheus sends to `/metrics` as `Authorization: "
+        "Bearer <key>` (`authorization.credentials_file` in its scrape config), so that the scraper needs no proxy "
+        "key; a proxy key works too. `/metrics` always needs one of them: its counts say how many users and "
+        "memories the proxy holds.", key_list, unset=lambda _: (), repr=False)
     max_request_bytes: int = env("MAX_REQUEST_BYTES", "33554432", "Largest request body accepted (bytes), "
         "images included.", positive_int)
     shutdown_timeout: int = env("SHUTDOWN_TIMEOUT", "30", "Seconds after SIGTERM for open streams to finish "
@@ -340,6 +339,7 @@ class Settings:
     formation: FormationSettings
     log: LogSettings
     maintenance: MaintenanceSettings = field(default_factory=MaintenanceSettings)
+    team_mirror: TeamMirrorSettings = field(default_factory=TeamMirrorSettings)
 
 
 DECLARED = Declarations(Settings).declare()
@@ -355,6 +355,11 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     if parsed.get(provider) == "mistral" and parsed.get(mode) == "json":
         problems.append(f"{mode.name}='json': not available with {provider.name}=mistral "
                         "(use tools, json_schema or md_json)")
+    mirror, openwebui = parsed.get(FIELDS["team_mirror.mode"]), FIELDS["team_mirror.openwebui_url"]
+    if mirror == "openwebui" and not (parsed.get(openwebui) and parsed.get(FIELDS["team_mirror.openwebui_api_key"])):
+        problems.append(f"TEAM_MIRROR='openwebui': set {openwebui.name} and OPENWEBUI_API_KEY")
+    if mirror == "header" and not parsed.get(FIELDS["team_mirror.groups_header"]):
+        problems.append("TEAM_MIRROR='header': set USER_GROUPS_HEADER to the header that carries the groups")
     if problems:
         raise SettingsError("invalid settings:\n  " + "\n  ".join(problems))
     values = DECLARED.values(parsed)

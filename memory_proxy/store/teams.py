@@ -69,6 +69,7 @@ class Team:
     about: str
     created_at: datetime
     member_count: int = 0
+    mirrored: bool = False  # made by the group mirror (an OpenWebUI group), not by an operator
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,18 +96,18 @@ class Membership:
 
 
 _TEAM_COLUMNS = ("t.id, t.name, t.about, t.created_at,"
-                 " (SELECT count(*) FROM team_members m WHERE m.team_id = t.id)")
+                 " (SELECT count(*) FROM team_members m WHERE m.team_id = t.id), t.mirrored")
 
 
 def _team(row: tuple[Any, ...]) -> Team:
-    return Team(id=row[0], name=row[1], about=row[2], created_at=row[3], member_count=int(row[4]))
+    return Team(id=row[0], name=row[1], about=row[2], created_at=row[3], member_count=int(row[4]), mirrored=row[5])
 
 
 async def create_team(conn: AsyncConnection[Any], team_id: str, name: str, about: str = "") -> Team:
     """A new team without members; raises TeamExists when the id is taken."""
     try:
         cur = await conn.execute("INSERT INTO teams (id, name, about) VALUES (%s, %s, %s)"
-                                 " RETURNING id, name, about, created_at, 0", [team_id, name, about])
+                                 " RETURNING id, name, about, created_at, 0, mirrored", [team_id, name, about])
     except UniqueViolation as exc:
         raise TeamExists(team_id) from exc
     row = await cur.fetchone()
@@ -134,9 +135,10 @@ async def get_team(conn: AsyncConnection[Any], team_id: str) -> Team | None:
     return _team(row) if row else None
 
 
-async def list_teams(conn: AsyncConnection[Any]) -> list[Team]:
-    """Every team, by id (an operator's listing)."""
-    cur = await conn.execute(f"SELECT {_TEAM_COLUMNS} FROM teams t ORDER BY t.id")
+async def list_teams(conn: AsyncConnection[Any], *, after: str = "", limit: int | None = None) -> list[Team]:
+    """The teams by id (an operator's listing): those after the id `after`, at most `limit`."""
+    cur = await conn.execute(f"SELECT {_TEAM_COLUMNS} FROM teams t WHERE t.id > %s ORDER BY t.id LIMIT %s",
+                             [after, limit])
     return [_team(row) for row in await cur.fetchall()]
 
 
@@ -151,7 +153,7 @@ async def teams_of(conn: AsyncConnection[Any], user_id: str, *, newest: int | No
     order, params = ("t.id", [user_id]) if newest is None else ("m.added_at DESC, t.id LIMIT %s", [user_id, newest])
     cur = await conn.execute(f"SELECT {_TEAM_COLUMNS}, m.role FROM team_members m JOIN teams t ON t.id = m.team_id"
                              f" WHERE m.user_id = %s ORDER BY {order}", params)
-    return [Membership(team=_team(row), role=row[5]) for row in await cur.fetchall()]
+    return [Membership(team=_team(row), role=row[6]) for row in await cur.fetchall()]
 
 
 async def role_of(conn: AsyncConnection[Any], team_id: str, user_id: str) -> Role | None:
@@ -185,24 +187,41 @@ async def remove_member(conn: AsyncConnection[Any], team_id: str, user_id: str) 
     return cur.rowcount == 1
 
 
-MAX_MIRRORED_GROUPS = 100  # a user's OpenWebUI groups taken from one header, at most
+MAX_MIRRORED_GROUPS = 100  # a user's OpenWebUI groups mirrored at once, at most
 
 _MIRROR = """
 WITH wanted AS (SELECT DISTINCT unnest(%(groups)s::text[]) AS id),
-made AS (INSERT INTO teams (id, name) SELECT id, id FROM wanted ON CONFLICT (id) DO NOTHING),
-joined AS (INSERT INTO team_members (team_id, user_id, mirrored) SELECT id, %(user)s, true FROM wanted
+room AS (SELECT greatest(%(cap)s - (SELECT count(*) FROM teams WHERE mirrored), 0) AS n),
+new_ AS (SELECT w.id FROM wanted w WHERE NOT EXISTS (SELECT 1 FROM teams t WHERE t.id = w.id) ORDER BY w.id
+         LIMIT (SELECT n FROM room)),
+made AS (INSERT INTO teams (id, name, mirrored) SELECT id, id, true FROM new_ ON CONFLICT (id) DO NOTHING
+         RETURNING id),
+theirs AS (SELECT t.id FROM teams t JOIN wanted w ON w.id = t.id WHERE t.mirrored UNION SELECT id FROM made),
+joined AS (INSERT INTO team_members (team_id, user_id, mirrored) SELECT id, %(user)s, true FROM theirs
            ON CONFLICT (team_id, user_id) DO NOTHING RETURNING team_id),
 left_ AS (DELETE FROM team_members WHERE user_id = %(user)s AND mirrored AND team_id <> ALL(%(groups)s::text[])
           RETURNING team_id)
-SELECT (SELECT count(*) FROM joined), (SELECT count(*) FROM left_)
+SELECT (SELECT count(*) FROM joined), (SELECT count(*) FROM left_), (SELECT count(*) FROM made),
+       (SELECT count(*) FROM wanted) - (SELECT count(*) FROM theirs)
 """
 
 
-async def mirror_groups(conn: AsyncConnection[Any], user_id: str, groups: list[str]) -> tuple[int, int]:
-    """Make `user_id` a member of exactly `groups` among the mirrored memberships, each group a team (made
-    with its id as its name on first sight); memberships an operator made stay as they are. One statement;
-    returns (memberships added, removed)."""
-    cur = await conn.execute(_MIRROR, {"groups": groups, "user": user_id})
+@dataclass(frozen=True, slots=True)
+class Mirrored:
+    """What one mirror of a user's groups did: memberships added and removed, teams made, and the groups not
+    mirrored (an operator's team of that id, or past the cap on teams the mirror makes)."""
+
+    joined: int
+    left: int
+    made: int
+    skipped: int
+
+
+async def mirror_groups(conn: AsyncConnection[Any], user_id: str, groups: list[str], *, max_teams: int) -> Mirrored:
+    """Make `user_id` a member of exactly `groups` among the mirrored teams, each group a team the mirror makes
+    (with its id as its name) on first sight while fewer than `max_teams` mirrored teams exist. An operator's
+    team is never joined, whatever its id, and an operator's membership is never removed. One statement."""
+    cur = await conn.execute(_MIRROR, {"groups": groups, "user": user_id, "cap": max_teams})
     row = await cur.fetchone()
     assert row is not None
-    return int(row[0]), int(row[1])
+    return Mirrored(*(int(value) for value in row))

@@ -9,21 +9,20 @@ never an exception; a failure while running one says that it failed, and the tur
 - search_memory(query): the search the management API runs (retrieval/retrieve.retrieve_memories: hybrid
   search and ranking, above RETRIEVAL_MIN_SCORE), the user's own and the global memories; a JSON list of texts.
 - remember(fact): through formation's own guards (formation/steps.kept_facts): about the user ("User …"),
-  no secret (memory_proxy/redact), one short fact within the size limits, and grounded in the user's own words
-  of this conversation (formation/evidence.py: a name or number that only a document, a system message, the
-  assistant or a tool result holds is refused). Stored as the management API stores a memory (under the
-  user's cap) and audited as `remember`.
-- forget(what): only when the user's own words of the latest message ask for it (`asks_to_forget`: an English
-  word of forgetting — forget, delete, erase, remove, "don't remember", "stop remembering" —, conservative:
-  another language's request is left to formation's memory LLM). Then the user's best match for `what` is
-  retired, and only when it shares a word with the user's message, audited as `forget` as formation's
-  forget is. One memory per call, MAX_FORGOTTEN per turn.
+  no secret (memory_proxy/redact), one short fact within the size limits, its names and numbers in the user's own
+  words of this conversation (formation/evidence); then the memory model confirms that the user's own words state
+  it, by meaning, in any language (tools/consent.py): what a document, a paste, a system prompt, the assistant
+  or a tool result says is not the user's. Stored as the management API stores a memory (under the user's cap)
+  and audited as `remember`.
+- forget(what): only what the user's own latest message asks to forget, as the memory model reads it in any
+  language (tools/consent.py; "don't forget to…" asks nothing); the model then picks, among the user's memories
+  nearest to the user's words (never to `what`, which a document may have chosen), those the request names, and
+  each is retired, audited as `forget` as formation's forget is. MAX_FORGOTTEN per turn.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -34,9 +33,12 @@ from ..chat.request import message_text
 from ..embedding.embedders import embed_one
 from ..embedding.memory_document import embedding_text
 from ..formation.drops import Drop
-from ..formation.evidence import OwnWords, unsaid_names, words
+from ..formation.evidence import OwnWords
 from ..formation.extract import ExtractedFact
-from ..formation.steps import kept_facts, users_words
+from ..formation.memory_llm import MalformedReply, MemoryLLM
+from ..formation.memory_text import storable
+from ..formation.resolve import forgotten
+from ..formation.steps import forget_candidates, kept_facts, users_words
 from ..job_payload import FormationPayload, Remembered
 from ..observability import TOOL_CALLS, log
 from ..records import FactAttributes
@@ -44,6 +46,7 @@ from ..retrieval.retrieve import retrieve_memories
 from ..services import Services
 from ..settings import MEMORY_TYPES
 from ..store import memories
+from .consent import forget_request, user_states
 
 SEARCH, REMEMBER, FORGET = "search_memory", "remember", "forget"
 MODES = {"off": (), "search": (SEARCH,), "all": (SEARCH, REMEMBER, FORGET)}
@@ -54,10 +57,7 @@ MAX_RESULTS = 8  # memories one search returns
 MAX_REMEMBERED = 3  # facts one turn may store
 MAX_FORGOTTEN = 3  # memories one turn may retire
 MAX_ELSEWHERE_CHARS = 1 << 18  # of the turn's text that is not the user's: past it, remember refuses (unchecked)
-MIN_SHARED_WORD = 4  # letters of a word a forgotten memory must share with the user's message
-
-_FORGET_INTENT = re.compile(
-    r"\b(forget|forgets|delete|erase|remove|unlearn)\b|\bdon[’']?t\s+remember\b|\bstop\s+remembering\b", re.I)
+MAX_REQUEST_CHARS = 4000  # of the user's words shown with the candidates
 
 _DEFINITIONS: dict[str, dict[str, Any]] = {
     SEARCH: {"description": "Search what you remember about the user. Use it when the user asks about "
@@ -129,6 +129,17 @@ class ToolTurn:
     forgotten: int = 0
     on_done: Callable[[int, int], None] | None = None  # called once with (rounds, calls) when the rounds end
     answer_base: list[Any] = field(default_factory=list)  # the turn's messages as the answer round starts them
+    forget_request: str | None = None  # what the user's latest message asks to forget, once read ("" for nothing)
+    revealed: list[str] = field(default_factory=list)  # memory texts our tools returned to the model this turn
+    untrusted: bool | None = None  # whether the turn holds text neither the user's nor ours (tools/outbound.py)
+    notes: list[str] = field(default_factory=list)  # what the answer round is told (a client call withheld)
+    answered: bool = False  # the answer round that follows a withheld call has been asked for
+
+    @property
+    def llm(self) -> MemoryLLM:
+        """The memory LLM that judges this turn's tool calls: formation's, reading the turn's model when it follows
+        the upstream."""
+        return self.services.llm.for_turn(self.payload.model)
 
     def done(self, rounds: int) -> None:
         """The rounds have ended (a final reply, an error or the client leaving): report them once."""
@@ -191,8 +202,9 @@ async def _found(turn: ToolTurn, query: str, top_k: int, with_teams: bool = Fals
 async def _search(turn: ToolTurn, query: str) -> tuple[str, str]:
     """The user's memories for `query`, then their teams' (each marked as the team's, as injected); a forget
     looks among the user's own only."""
-    texts = [f"(team {m.team_name or m.team}) {m.content}" if m.team else m.content
-             for m in await _found(turn, query, MAX_RESULTS, with_teams=True)]
+    found = await _found(turn, storable(query), MAX_RESULTS, with_teams=True)
+    turn.revealed += [m.content for m in found]
+    texts = [f"(team {m.team_name or m.team}) {m.content}" if m.team else m.content for m in found]
     return ("ok" if texts else "empty"), json.dumps(texts, ensure_ascii=False)
 
 
@@ -220,8 +232,8 @@ async def _remember(turn: ToolTurn, fact: str, kind: str, messages: list[Any]) -
     said, earlier = await _own_words(turn)
     extracted = ExtractedFact(fact=fact, **({"type": kind} if kind else {}))
     kept, dropped = await services.scanner.run(kept_facts, [extracted], said, earlier, elsewhere, turn.said_at)
-    if kept and unsaid_names(kept[0][0], said=said, earlier=earlier):  # a name the user never said: invented
-        kept, dropped = [], [{"why": Drop.UNSUPPORTED}]
+    if kept and not await user_states(turn.llm, said, earlier, kept[0][0]):  # by meaning, in any language
+        kept, dropped = [], [{"why": Drop.NOT_USERS_WORDS}]
     if not kept:
         why = dropped[0]["why"] if dropped else "refused"
         return "refused", (f"not stored ({why}): remember only a short fact about the user that starts with "
@@ -247,29 +259,34 @@ async def _remember(turn: ToolTurn, fact: str, kind: str, messages: list[Any]) -
     return "ok", "remembered"
 
 
-def asks_to_forget(said: OwnWords) -> bool:
-    """Whether the user's own words ask to forget or delete something (see the module docstring)."""
-    return bool(_FORGET_INTENT.search(said.text))
-
-
-def _shares_a_word(memory: str, said: OwnWords) -> bool:
-    theirs = {w for w in words(said.text) if len(w) >= MIN_SHARED_WORD}
-    return any(w in theirs for w in words(memory) if len(w) >= MIN_SHARED_WORD and w != "user")
-
-
 async def _forget(turn: ToolTurn, what: str) -> tuple[str, str]:
+    """Retire what the user's own latest message asks to forget (tools/consent.py): the memory model reads the
+    request and picks, among the user's memories nearest to the user's words, those it names. `what`, the chat
+    model's argument, chooses nothing: a document may have written it."""
     if turn.forgotten >= MAX_FORGOTTEN:
         return "over_cap", f"not forgotten: at most {MAX_FORGOTTEN} memories per turn"
     said, _ = await _own_words(turn)
-    if not asks_to_forget(said):
+    if turn.forget_request is None:
+        turn.forget_request = await forget_request(turn.llm, said)
+    if not turn.forget_request:
         return "refused", "not forgotten: the user's latest message does not ask to forget anything"
-    found = [m for m in await _found(turn, what, 1) if _shares_a_word(m.content, said)]
-    if not found:
+    turn.services.require_database()
+    candidates = await forget_candidates(turn.services.pool, turn.services.embedder, turn.user_id, turn.forget_request)
+    if not candidates:
         return "empty", "nothing found to forget"
+    try:
+        named = await forgotten(turn.llm, request=said.text[:MAX_REQUEST_CHARS], what=turn.forget_request,
+                                candidates=candidates)
+    except MalformedReply:
+        named = []
+    done: list[str] = []
     async with turn.services.pool.connection() as conn:
-        retired = await memories.retire_memory(conn, user_id=turn.user_id, vector_id=found[0].id,
-                                               reason="the user asked to forget it", action="forget")
-    if not retired:  # a global memory, or gone meanwhile
+        for memory in named[:MAX_FORGOTTEN - turn.forgotten]:
+            if await memories.retire_memory(conn, user_id=turn.user_id, vector_id=memory.id,
+                                            reason="the user asked to forget it", action="forget"):
+                done.append(memory.content)  # a global memory, or one gone meanwhile, is not retired
+    if not done:
         return "empty", "nothing found to forget"
-    turn.forgotten += 1
-    return "ok", json.dumps({"forgotten": found[0].content}, ensure_ascii=False)
+    turn.forgotten += len(done)
+    turn.revealed += done
+    return "ok", json.dumps({"forgotten": done}, ensure_ascii=False)

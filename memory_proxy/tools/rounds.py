@@ -33,6 +33,7 @@ from ..chat.upstream import read_body
 from ..observability import TOOL_CALLS, TOOL_TURNS, WRITTEN_CALLS, log
 from ..services import Services
 from .calls import ToolCall, ToolTurn, call_name, definitions, offered, run_calls, tool_calls
+from .outbound import prepare, report, withholds
 from .text_calls import written_calls
 
 MAX_ROUNDS = 3
@@ -66,6 +67,9 @@ async def open_round(services: Services, headers: Mapping[str, str], body: dict[
                             *(t for t in definitions(turn.mode) if t["function"]["name"] not in theirs)]
     else:
         payload["messages"] = answer_messages(body, turn, messages)
+        if turn.notes:  # a call to the client's tool was withheld: the answer comes in words, with no tool at all
+            payload.pop("tools", None)
+            payload.pop("tool_choice", None)
     response, reply = await upstream.open("POST", CHAT_PATH, headers, encode_json(payload))
     if response.status_code != 400:
         return response, reply, False
@@ -85,7 +89,7 @@ def answer_messages(body: dict[str, Any], turn: ToolTurn, messages: list[Any]) -
     asked this way, it answers."""
     results = [str(m.get("content") or "") for m in messages[len(body["messages"]):]
                if isinstance(m, dict) and m.get("role") == "tool"]
-    return with_tool_results(turn.answer_base or body["messages"], results)
+    return with_tool_results(turn.answer_base or body["messages"], [*results, *turn.notes])
 
 
 def call_key(call: Any) -> str:
@@ -141,8 +145,14 @@ async def open_with_tools(services: Services, headers: Mapping[str, str], body: 
             if offer and round_ and not calls and not _text(message):  # our rounds ended in no answer: ask for it
                 offer = False
                 continue
-            if mine:
-                raw = encode_json(_without(parsed, theirs))
+            await prepare(turn, body["messages"])
+            held = [c for c in calls if call_name(c) in theirs and withholds(turn, ToolCall.read(c).arguments)]
+            report(turn, [call_name(c) for c in held])
+            if held and round_ < MAX_ROUNDS and not turn.answered:  # the answer, in words, without that call
+                offer, turn.answered = False, True
+                continue
+            if mine or held:
+                raw = encode_json(_without(parsed, {id(c) for c in calls if call_name(c) in theirs and c not in held}))
             TOOL_TURNS.labels(str(round_)).inc()
             return response, _once(raw)
     finally:
@@ -163,11 +173,11 @@ def _text(message: Any) -> str:
     return content.strip() if isinstance(content, str) else ""
 
 
-def _without(parsed: dict[str, Any], theirs: set[str]) -> dict[str, Any]:
-    """The reply with only the client's tool calls left in its first choice."""
+def _without(parsed: dict[str, Any], sent: set[int]) -> dict[str, Any]:
+    """The reply with only the calls to send (their ids: the client's, not withheld) left in its first choice."""
     choice = parsed["choices"][0]
     message = dict(choice["message"])
-    kept = [c for c in tool_calls(message) if call_name(c) in theirs]
+    kept = [c for c in tool_calls(message) if id(c) in sent]
     finish = choice.get("finish_reason")
     if kept:
         message["tool_calls"] = kept

@@ -26,8 +26,9 @@ of the round under way.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import aclosing
+from functools import partial
 from typing import Any, TypeVar
 
 import httpx
@@ -38,7 +39,8 @@ from ..chat.upstream import read_body
 from ..errors import UpstreamUnavailable
 from ..observability import TOOL_TURNS, WRITTEN_CALLS
 from ..services import Services
-from .calls import ToolTurn, call_name, offered
+from .calls import ToolCall, ToolTurn, call_name, offered
+from .outbound import prepare, report, withholds
 from .rounds import MAX_ROUNDS, client_tool_names, open_round, run_round
 from .text_calls import may_be_written_call, written_calls
 
@@ -47,7 +49,8 @@ DECIDE_CHARS = 512  # of a round's text read to tell a written call from text (i
 # reply costs each of its events this much, not its whole length
 KEEP_ALIVE_EVERY = 10.0  # seconds of the upstream's silence, while a round is held or opened, between comments
 T = TypeVar("T")
-MAX_HELD_BYTES = 256 * 1024  # of a round held while it reads as a tool call; past it the round is relayed as text
+MAX_HELD_BYTES = 256 * 1024  # of a round held while it reads as a tool call; past it the call is dropped unread
+RUNAWAY_NOTE = "A tool call of over 256 KB was not read. Answer the user without it."
 class Reading:
     """One round's stream as read so far: what it starts with, its text, and its calls put together by index.
     With `names` (our tools, when offered), text that may be a call written out (memory_proxy/tools/text_calls.py)
@@ -100,13 +103,18 @@ class Reading:
 
 
 class Relay:
-    """Events as relayed to the client: unchanged, unless they carry a call of ours (by name, or by the index
-    a call of ours was given)."""
+    """Events as relayed to the client: unchanged, unless they carry a call of ours (by name, or by the index a
+    call of ours was given), or, with `guard` (our tools showed the model memories this turn), a call of the
+    client's: those are held back until whole, then sent in one event before the round's finish, or withheld when
+    `guard(arguments)` says so (tools/outbound.py)."""
 
-    def __init__(self, theirs: set[str]) -> None:
+    def __init__(self, theirs: set[str], guard: Callable[[str], bool] | None = None) -> None:
         self._theirs = theirs
         self._ours: set[Any] = set()
         self._client_called = False
+        self._guard = guard
+        self._pending: dict[Any, dict[str, str]] = {}  # the client's calls held back, by index
+        self.withheld: list[str] = []  # the names of the client's calls not sent
 
     def relayed(self, raw: bytes) -> bytes:
         event = event_data(raw)
@@ -118,22 +126,58 @@ class Relay:
             index = piece.get("index") if isinstance(piece, dict) else None
             if name and name not in self._theirs:
                 self._ours.add(index)
-            if index not in self._ours:
+            if index in self._ours:
+                continue
+            if self._guard is None:
                 kept.append(piece)
+            else:
+                self._hold(index, piece)
+        finish = choice.get("finish_reason")
+        released = self._release() if finish and self._pending else []
+        kept += released
         self._client_called = self._client_called or bool(kept)
-        orphan_finish = choice.get("finish_reason") == "tool_calls" and not self._client_called
-        if len(kept) == len(calls) and not orphan_finish:
+        orphan_finish = finish == "tool_calls" and not self._client_called
+        if len(kept) == len(calls) and not released and not orphan_finish:
             return raw
         given = choice.get("delta")
         delta = {k: v for k, v in given.items() if k != "tool_calls"} if isinstance(given, dict) else {}
         if kept:
             delta["tool_calls"] = kept
-        finish = "stop" if orphan_finish else choice.get("finish_reason")
+        finish = "stop" if orphan_finish else finish
         if not any(v not in (None, "") for v in delta.values()) and finish is None and not event.get("usage"):
             return b""
         rewritten = {**event, "choices": [{**choice, "delta": delta, "finish_reason": finish},
                                           *event["choices"][1:]]}
         return b"data: " + encode_json(rewritten) + b"\n\n"
+
+    def rest(self) -> bytes:
+        """The client's calls still held back when the stream ended without a finish: sent now, or withheld."""
+        released = self._release()
+        if not released:
+            return b""
+        self._client_called = True
+        return b"data: " + encode_json({"choices": [{"index": 0, "delta": {"tool_calls": released}}]}) + b"\n\n"
+
+    def _hold(self, index: Any, piece: Any) -> None:
+        call = self._pending.setdefault(index, {"id": "", "name": "", "arguments": ""})
+        function = piece.get("function") if isinstance(piece.get("function"), dict) else {}
+        call["id"] += str(piece.get("id") or "")
+        call["name"] += str(function.get("name") or "")
+        arguments = function.get("arguments")
+        call["arguments"] += arguments if isinstance(arguments, str) else ""
+
+    def _release(self) -> list[dict[str, Any]]:
+        """The held calls to send, whole; the others noted as withheld."""
+        assert self._guard is not None or not self._pending
+        released = []
+        for index, call in sorted(self._pending.items(), key=lambda item: str(item[0])):
+            if self._guard and self._guard(call["arguments"]):
+                self.withheld.append(call["name"])
+                continue
+            released.append({"index": index, "id": call["id"], "type": "function",
+                             "function": {"name": call["name"], "arguments": call["arguments"]}})
+        self._pending = {}
+        return released
 
 
 async def ticking(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes | None]:
@@ -192,7 +236,9 @@ async def _rounds(services: Services, headers: Mapping[str, str], body: dict[str
     try:
         while True:
             names = tuple(n for n in offered(turn.mode) if n not in theirs) if offer else ()
-            events, relay, held, held_bytes = SSEEvents(), Relay(theirs), [], 0
+            await prepare(turn, body["messages"])  # once our tools showed memories: the client's calls are guarded
+            guard = partial(withholds, turn) if turn.revealed else None
+            events, relay, held, held_bytes, runaway = SSEEvents(), Relay(theirs, guard), [], 0, False
             reading = Reading(names, hold_empty=offer and round_ > 0)
             async with aclosing(reply), aclosing(ticking(reply)) as chunks:  # type: ignore[type-var]
                 async for chunk in chunks:
@@ -209,26 +255,39 @@ async def _rounds(services: Services, headers: Mapping[str, str], body: dict[str
                         held.append(raw)
                         held_bytes += len(raw)
                         reading.feed(raw)
-                        if held_bytes > MAX_HELD_BYTES:  # a runaway call: relayed, ours stripped
+                        if held_bytes > MAX_HELD_BYTES and reading.starts_with == "tools":  # a runaway call
+                            runaway = True
+                            break
+                        if held_bytes > MAX_HELD_BYTES:  # text that only looked like a call: relayed as text
                             reading.starts_with = "content"
                         if reading.starts_with == "content":
                             yield b"".join(relay.relayed(h) for h in held)
                             held = []
                         elif reading.starts_with == "tools" and before is None:
                             yield KEEP_ALIVE
+                    if runaway:
+                        break
             rest = events.rest()
             WRITTEN_CALLS.inc(len(reading.written))
             message = reading.message()
             calls = message["tool_calls"]
             mine = [c for c in calls if call_name(c) not in theirs]
-            ours = reading.starts_with == "tools" and offer and len(mine) == len(calls)
-            if ours or reading.starts_with == "empty":  # calls to run, or our rounds ended in no answer: ask for it
+            ours = reading.starts_with == "tools" and offer and len(mine) == len(calls) and not runaway
+            client = [c for c in calls if call_name(c) in theirs] if reading.starts_with == "tools" else []
+            withheld = [call_name(c) for c in client if guard and guard(ToolCall.read(c).arguments)]
+            answer = (runaway or bool(withheld)) and round_ < MAX_ROUNDS and not turn.answered
+            if runaway:
+                turn.notes.append(RUNAWAY_NOTE)
+            if answer:  # the round is not relayed: the model answers in words, with no tool
+                report(turn, withheld)
+                turn.answered, offer = True, False
+            if ours or reading.starts_with == "empty" or answer:  # calls to run, or no answer yet: ask for it
                 repeated = True
                 if ours:
                     messages, repeated = await run_round(turn, mine, message, messages, seen)
                 yield KEEP_ALIVE
                 round_ += 1
-                offer = round_ < MAX_ROUNDS and not repeated
+                offer = offer and round_ < MAX_ROUNDS and not repeated
                 opened: list[tuple[httpx.Response, AsyncIterator[bytes], bool]] = []
                 async for out in awaited(open_round(services, headers, body, content, turn, messages, round_,
                                                     offer), opened):
@@ -240,8 +299,9 @@ async def _rounds(services: Services, headers: Mapping[str, str], body: dict[str
                     raise UpstreamUnavailable(f"the upstream answered HTTP {response.status_code} to a memory tool round")
                 continue
             TOOL_TURNS.labels(str(round_)).inc()
-            if out := b"".join(relay.relayed(h) for h in held) + rest:
+            if out := b"".join(relay.relayed(h) for h in held) + relay.rest() + rest:
                 yield out
+            report(turn, relay.withheld)
             return
     finally:
         turn.done(round_)

@@ -55,8 +55,8 @@ def written_calls(text: str, names: tuple[str, ...]) -> list[dict[str, Any]]:
     calls: list[dict[str, Any]] = []
     rest: str | None = text.strip()
     while rest and (body := _unwrapped(rest)):
-        doubled = body.startswith("{{")
-        body = body[1:] if doubled else body
+        if body.startswith("{{"):  # the template's doubled braces copied: every brace, or only the outer ones
+            body = body.replace("{{", "{").replace("}}", "}")
         try:
             value, end = _DECODER.raw_decode(body)
         except ValueError:
@@ -68,6 +68,6 @@ def written_calls(text: str, names: tuple[str, ...]) -> list[dict[str, Any]]:
             "name": value["name"],
             "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)}})
         rest = body[end:].lstrip()
-        for closing in ("}",) * doubled + (_CLOSE, _FENCE):
+        for closing in (_CLOSE, _FENCE):
             rest = rest.removeprefix(closing).lstrip()
     return calls

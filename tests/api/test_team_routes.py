@@ -14,7 +14,8 @@ async def test_an_operator_builds_a_team_and_each_member_sees_it(client: Any, cr
                              headers=credentials["proxy"])
     assert made.status_code == 201, made.text
     assert made.json() | {"created_at": None} == {"id": "platform", "name": "Platform", "about": "runs the clusters",
-                                                  "created_at": None, "member_count": 0, "members": []}
+                                                  "created_at": None, "member_count": 0, "mirrored": False,
+                                                  "members": []}
     for user, role in ((USER_A, "editor"), (USER_B, "member")):
         added = await client.put(f"{TEAMS}/platform/members/{user}", json={"role": role},
                                  headers=credentials["admin"])
@@ -29,7 +30,21 @@ async def test_an_operator_builds_a_team_and_each_member_sees_it(client: Any, cr
         assert [(t["id"], t["role"]) for t in mine] == [("platform", role)]
         team = (await client.get(f"{TEAMS}/platform", headers=credentials[who])).json()
         assert [(m["user_id"], m["role"]) for m in team["members"]] == [(USER_A, "editor"), (USER_B, "member")]
-    assert (await client.get(f"{TEAMS}/", headers=credentials["c"])).json() == {"teams": []}
+    assert (await client.get(f"{TEAMS}/", headers=credentials["c"])).json() == {"teams": [], "next_after": None}
+
+
+async def test_an_operators_listing_comes_a_page_at_a_time(client: Any, credentials: dict) -> None:
+    for team in ("a1", "a2", "a3", "b1", "b2"):
+        await client.post(f"{TEAMS}/", json={"id": team}, headers=credentials["proxy"])
+    pages, after = [], ""
+    while True:
+        page = (await client.get(f"{TEAMS}/", params={"limit": 2, "after": after}, headers=credentials["proxy"])).json()
+        pages.append([t["id"] for t in page["teams"]])
+        if page["next_after"] is None:
+            break
+        after = page["next_after"]
+    assert pages == [["a1", "a2"], ["a3", "b1"], ["b2"]]
+    assert (await client.get(f"{TEAMS}/", params={"limit": 0}, headers=credentials["proxy"])).status_code == 400
 
 
 async def test_nothing_tells_an_outsider_that_a_team_exists(client: Any, credentials: dict) -> None:
@@ -65,7 +80,7 @@ async def test_a_removed_member_no_longer_sees_the_team(client: Any, credentials
     removed = await client.delete(f"{TEAMS}/platform/members/{USER_B}", headers=credentials["admin"])
     assert removed.json() == {"team": "platform", "user": USER_B, "removed": True}
     assert (await client.get(f"{TEAMS}/platform", headers=credentials["b"])).status_code == 404
-    assert (await client.get(f"{TEAMS}/", headers=credentials["b"])).json() == {"teams": []}
+    assert (await client.get(f"{TEAMS}/", headers=credentials["b"])).json() == {"teams": [], "next_after": None}
     again = await client.delete(f"{TEAMS}/platform/members/{USER_B}", headers=credentials["admin"])
     assert again.status_code == 404
 

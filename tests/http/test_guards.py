@@ -6,10 +6,10 @@ from pathlib import Path
 
 from memory_proxy.api.team_memory_routes import team_role
 from memory_proxy.app import create_app
-from memory_proxy.http.guards import require_any_key, require_proxy_key
+from memory_proxy.http.guards import require_any_key, require_metrics_key, require_proxy_key
 from memory_proxy.settings import load_settings
 
-OPEN = {"/healthz", "/readyz", "/metrics"}  # probes and Prometheus: no key, by design
+OPEN = {"/healthz", "/readyz"}  # probes: no key, by design
 
 
 def test_every_route_but_the_probes_and_the_page_is_guarded(tmp_path: Path) -> None:
@@ -21,6 +21,8 @@ def test_every_route_but_the_probes_and_the_page_is_guarded(tmp_path: Path) -> N
     for path, guards in guarded.items():
         if path.startswith("/api/v1/schema") or path.startswith("/memories") or path in OPEN:
             assert not guards, path  # the schema and the browser's static files hold no data
+        elif path == "/metrics":  # METRICS_KEY or a proxy key: its counts are not for anyone who reaches the port
+            assert guards == {require_metrics_key}, path
         elif path.startswith("/api/v1/teams/") and ("/memories" in path or "/proposals" in path):  # the team's role
             assert guards == {require_any_key, team_role}, path
         elif path.startswith("/api/v1/"):

@@ -102,18 +102,20 @@ def test_the_upstream_provider_sends_the_upstreams_key_not_a_mistral_one() -> No
 
 # Values that parse for some variable; each variable must accept one of them that changes a setting.
 SAMPLES = ("2", "3", "review", "0.5", "false", "true", "openai", "text", "json_schema", "debug", "console", "raw", "search", "threshold",
-           "k" * 40,
+           "k" * 40, "header",
            "http://example.test/v1", "postgresql://example.test/db",
            "identity=1,preference=2,relationship=3,project=4,context=5,temporary=6")
+# A variable some of whose values need another one set: that one, beside it.
+WITH = {"TEAM_MIRROR": {"USER_GROUPS_HEADER": "x-groups"}}
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda spec: spec.name)
 def test_every_declared_variable_changes_a_setting(spec: Any) -> None:
     """A variable that is declared (and documented) but never reaches an attribute fails here."""
-    default = load_settings({})
+    default = load_settings(WITH.get(spec.name, {}))
     for sample in SAMPLES:
         try:
-            if load_settings({spec.name: sample}) != default:
+            if load_settings({**WITH.get(spec.name, {}), spec.name: sample}) != default:
                 return
         except SettingsError:
             continue

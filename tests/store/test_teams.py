@@ -10,7 +10,7 @@ import pytest
 from memory_proxy.cli import main
 from memory_proxy.store import teams
 from memory_proxy.store.database import make_pool
-from tests.support.data import BUN, RUNTIME_Q, USER_A, USER_B
+from tests.support.data import BUN, ROOT, RUNTIME_Q, USER_A, USER_B
 from tests.support.proxy import add_memory, chat_body, metric, set_env, user_headers
 
 
@@ -92,9 +92,10 @@ def test_the_teams_command(env: dict, monkeypatch: Any, capsys: Any) -> None:
             main(refused)
 
 
-# ---------------------------------------------------------------- OpenWebUI groups mirrored (USER_GROUPS_HEADER)
+# ---------------------------------------------------------------- OpenWebUI groups mirrored (TEAM_MIRROR=header)
 
 GROUPS_HEADER = "x-openwebui-user-group-ids"
+MIGRATION_0016 = ROOT / "memory_proxy" / "store" / "migrations" / "0016_mirrored_teams.sql"
 
 
 async def _memberships(database_url: str, user: str) -> list[tuple[str, str, bool]]:
@@ -105,7 +106,7 @@ async def _memberships(database_url: str, user: str) -> list[tuple[str, str, boo
 
 
 async def test_each_turn_makes_the_mirrored_memberships_the_groups_it_names(proxy: Any, database_url: str) -> None:
-    client = await proxy(USER_GROUPS_HEADER=GROUPS_HEADER)
+    client = await proxy(TEAM_MIRROR="header", USER_GROUPS_HEADER=GROUPS_HEADER)
     async with make_pool(database_url, 1) as pool, pool.connection() as conn:  # an operator's membership
         await teams.create_team(conn, "ops", "Ops")
         await teams.set_member(conn, "ops", USER_A, "editor")
@@ -115,7 +116,8 @@ async def test_each_turn_makes_the_mirrored_memberships_the_groups_it_names(prox
         response = await client.post("/v1/chat/completions", json=chat_body("hi there"), headers=headers)
         assert response.status_code == 200, response.text
 
-    await turn("3f2a-platform, billing,../etc,billing,")  # an id that cannot be a team's is left out
+    await turn("3f2a-platform, billing,../etc,billing,ops")  # an id that cannot be a team's is left out; an
+    # operator's team (ops) is never joined through a group of its id
     assert await _memberships(database_url, USER_A) == [("3f2a-platform", "member", True), ("billing", "member", True),
                                                        ("ops", "editor", False)]
     async with make_pool(database_url, 1) as pool, pool.connection() as conn:
@@ -130,24 +132,61 @@ async def test_each_turn_makes_the_mirrored_memberships_the_groups_it_names(prox
     assert await _memberships(database_url, USER_A) == [("ops", "editor", False)]
 
 
-async def test_the_groups_header_is_ignored_unless_configured(client: Any, database_url: str) -> None:
+@pytest.mark.parametrize("mode", [{}, {"USER_GROUPS_HEADER": GROUPS_HEADER}])
+async def test_the_groups_header_is_ignored_unless_the_header_mode_is_chosen(proxy: Any, database_url: str,
+                                                                              mode: dict[str, str]) -> None:
+    client = await proxy(**mode)  # TEAM_MIRROR off: the header names nothing, even when it is configured
     response = await client.post("/v1/chat/completions", json=chat_body("hi"),
                                  headers={**user_headers(USER_A), GROUPS_HEADER: "platform"})
     assert response.status_code == 200 and await _memberships(database_url, USER_A) == []
+
+
+async def test_an_operators_team_is_never_joined_and_the_mirror_makes_only_so_many_teams(database_url: str) -> None:
+    """Whoever sets the header names groups: an operator's team of that id stays the operator's (its members, its
+    removals), and the mirror makes at most `max_teams` teams in all, whatever the turns name."""
+    async with make_pool(database_url, 1) as pool, pool.connection() as conn:
+        await teams.create_team(conn, "finance", "Finance")
+        await teams.set_member(conn, "finance", USER_B)
+        done = await teams.mirror_groups(conn, USER_A, ["finance", "g1", "g2"], max_teams=3)
+        assert (done.joined, done.made, done.skipped) == (2, 2, 1)
+        assert [m.team.id for m in await teams.teams_of(conn, USER_A)] == ["g1", "g2"]
+        assert [m.user_id for m in await teams.members(conn, "finance")] == [USER_B]
+        await teams.remove_member(conn, "g1", USER_A)  # an operator's removal from a mirrored team: the groups win
+        flood = await teams.mirror_groups(conn, USER_A, ["g1", "g3", "g4", "g5"], max_teams=3)
+        assert (flood.made, flood.skipped) == (1, 2)  # g3 made, g4 and g5 past the cap
+        assert [m.team.id for m in await teams.teams_of(conn, USER_A)] == ["g1", "g3"]
+        assert [(t.id, t.mirrored) for t in await teams.list_teams(conn)] == [
+            ("finance", False), ("g1", True), ("g2", True), ("g3", True)]
+
+
+async def test_migration_0016_marks_what_the_mirror_made_and_undoes_its_joins_of_operators_teams(
+        database_url: str) -> None:
+    """The data part of 0016, on memberships as the old mirror left them: a team it made (named by its id, only
+    mirrored members) becomes a mirrored team; a mirrored membership of an operator's team is removed."""
+    statements = [s for s in MIGRATION_0016.read_text().split(";") if s.strip().upper().lstrip("- \n").startswith(
+        ("UPDATE", "DELETE")) or "UPDATE teams" in s or "DELETE FROM team_members" in s]
+    async with make_pool(database_url, 1) as pool, pool.connection() as conn:
+        await conn.execute("INSERT INTO teams (id, name) VALUES ('grp-1', 'grp-1'), ('ops', 'Ops')")
+        await conn.execute("INSERT INTO team_members (team_id, user_id, mirrored) VALUES ('grp-1', %s, true),"
+                           " ('ops', %s, false), ('ops', %s, true)", [USER_A, USER_B, USER_A])
+        for statement in statements:
+            await conn.execute(statement)
+        assert [(t.id, t.mirrored) for t in await teams.list_teams(conn)] == [("grp-1", True), ("ops", False)]
+        assert [m.user_id for m in await teams.members(conn, "ops")] == [USER_B]
 
 
 async def test_a_failed_mirror_relays_the_turn_without_memory(proxy: Any, database_url: str,
                                                              monkeypatch: Any) -> None:
     """The memberships could not be brought up to date: no memory is read (a removed member must not read
     on), the chat goes on, and the failure is counted."""
-    client = await proxy(USER_GROUPS_HEADER=GROUPS_HEADER)
+    client = await proxy(TEAM_MIRROR="header", USER_GROUPS_HEADER=GROUPS_HEADER)
     async with make_pool(database_url, 1) as pool, pool.connection() as conn:
         await add_memory(conn, USER_A, BUN)
     headers = {**user_headers(USER_A), GROUPS_HEADER: "platform"}
     working = await client.post("/v1/chat/completions", json=chat_body(RUNTIME_Q), headers=headers)
     assert working.headers["x-memory-proxy-memories"] != ""  # the memory this turn would read
 
-    async def broken(*_: Any) -> tuple[int, int]:
+    async def broken(*_: Any, **__: Any) -> teams.Mirrored:
         raise psycopg.OperationalError("connection lost")
 
     monkeypatch.setattr(teams, "mirror_groups", broken)

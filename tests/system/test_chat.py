@@ -260,13 +260,20 @@ async def test_models_are_relayed(client: Any, outside: Any) -> None:
     assert (await client.get("/v1/models")).status_code == 401
 
 
-async def test_health_ready_and_metrics_need_no_key(client: Any) -> None:
+async def test_health_and_ready_need_no_key_and_metrics_needs_one(proxy: Any) -> None:
+    """Probes answer anyone; /metrics (how many users and memories the proxy holds) answers METRICS_KEY or a proxy
+    key only."""
+    metrics_key = "m" * 32
+    client = await proxy(METRICS_KEY=metrics_key)
     del client.headers["authorization"]
     assert (await client.get("/healthz")).json() == {"status": "ok"}
     assert (await client.get("/readyz")).json()["status"] == "ready"
     await client.post(CHAT, json=chat_body("hi"), headers={"authorization": f"Bearer {PROXY_KEY}"})
-    metrics = (await client.get("/metrics")).text
-    assert 'memory_proxy_requests_total{kind="anonymous",route="chat",status="2xx"}' in metrics
+    assert (await client.get("/metrics")).status_code == 401
+    assert (await client.get("/metrics", headers={"authorization": "Bearer wrong-key-0123456789"})).status_code == 401
+    for key in (metrics_key, PROXY_KEY):
+        metrics = await client.get("/metrics", headers={"authorization": f"Bearer {key}"})
+        assert 'memory_proxy_requests_total{kind="anonymous",route="chat",status="2xx"}' in metrics.text
 
 
 async def test_database_down_mid_run_readyz_says_so_chat_goes_on_and_recovers(

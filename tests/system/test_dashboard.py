@@ -29,7 +29,7 @@ import httpx
 import pytest
 
 from memory_proxy.formation.worker import refresh_gauges
-from tests.support.data import BUN, CHAT, DASHBOARD, RUNTIME_Q
+from tests.support.data import BUN, CHAT, DASHBOARD, PROXY_KEY, RUNTIME_Q
 from tests.support.fakes import completion, embeddings_reply
 from tests.support.proxy import add_memory, chat_body, make_env, metric, user_headers
 from tests.support.servers import free_port
@@ -102,9 +102,12 @@ def prometheus(prometheus_bin: str, tmp_path: Path, live_url: str) -> Iterator[s
     binary = prometheus_bin
     port = free_port()
     config = tmp_path / "prometheus.yml"
+    key = tmp_path / "metrics_key"  # /metrics asks for a key, read from a file as deploy/prometheus.yml does
+    key.write_text(PROXY_KEY)
     config.write_text(
         "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n"
         "scrape_configs:\n  - job_name: memory-proxy\n    metrics_path: /metrics\n"
+        f"    authorization:\n      type: Bearer\n      credentials_file: {key}\n"
         f"    static_configs:\n      - targets: ['{live_url.removeprefix('http://')}']\n")
     log = tmp_path / "prometheus.log"
     with log.open("wb") as out:

@@ -12,7 +12,7 @@ import httpx
 
 from memory_proxy.settings import load_settings
 from memory_proxy.tools import streamed_rounds
-from memory_proxy.tools.streamed_rounds import KEEP_ALIVE
+from memory_proxy.tools.streamed_rounds import KEEP_ALIVE, RUNAWAY_NOTE
 from tests.support.data import BUN, CHAT, PROXY_KEY, RUNTIME_Q, USER_A
 from tests.support.fakes import ScriptedStream, chunk, sse, stream_reply
 from tests.support.proxy import add_memory, chat_body, collect, sdk, user_headers
@@ -89,14 +89,17 @@ async def test_a_stray_call_of_ours_after_the_text_is_dropped(proxy: Any, outsid
     assert events[-1]["choices"][0]["finish_reason"] == "stop"
 
 
-async def test_a_call_past_the_held_bound_is_relayed_as_text_and_not_run(proxy: Any, outside: Any) -> None:
+async def test_a_call_past_the_held_bound_is_not_run_and_the_model_answers_without_it(proxy: Any, outside: Any) -> None:
+    """A runaway call (over MAX_HELD_BYTES while it is still being read) is dropped unread: the client gets the
+    answer round's words, told of it, with no tool offered, never an empty reply."""
     huge = calls_stream((0, "c1", "search_memory", ["{\"query\": \"" + "x" * 1000 + " "] * 300 + ["\"}"]))
     seen = script_stream(outside, huge)
     response = await post(proxy)
-    assert len(seen) == 1  # not run: no second round
+    assert len(seen) == 2 and "tools" not in seen[1]  # not run: the second request is the answer round
+    assert RUNAWAY_NOTE in json.dumps(seen[1]["messages"])
     assert response.status_code == 200 and b"search_memory" not in response.content
     assert b"xxxx" not in response.content  # none of our call's pieces reached the client
-    assert response.content.rstrip().endswith(b"data: [DONE]")
+    assert without_comments(response.content) == b"".join(FINAL_STREAM)
 
 
 async def test_a_client_tool_call_streams_through(proxy: Any, outside: Any) -> None:

@@ -32,6 +32,7 @@ CALL = json.dumps({"name": "search_memory", "arguments": {"query": RUNTIME_Q}})
 @pytest.mark.parametrize("text", [
     CALL, "{" + CALL + "}", f"<tool_call>\n{CALL}\n</tool_call>", f"```json\n{CALL}\n```",
     f"  {CALL}\n\nI'm ready to talk!",
+    CALL.replace("{", "{{").replace("}", "}}"),  # every brace doubled, as the chat template shows them
 ])
 def test_a_reply_that_starts_with_our_call_is_that_call(text: str) -> None:
     [call] = written_calls(text, OURS)
