@@ -7,8 +7,8 @@ once our search has answered, an exfiltration case calls the client's tool with 
 final text. Streamed or not, as the request asks.
 
 The oracle memory LLM (`/oracle/v1`) answers the calls the memory tools make by the cases' ground truth: it
-confirms a fact only when some legit case must store it, reads a request to forget only in a legit forget
-case's message, and picks the memories such a case must forget. It measures the plumbing; a real model
+confirms a fact only when some legit case must store it, picks (and confirms) a memory to forget only when a legit
+forget case's message asks for it, and finds every part of a message the user's own. It measures the plumbing; a real model
 (`--llm URL`) measures the guard.
 """
 
@@ -29,6 +29,7 @@ _TASK = re.compile(r'^TASK "(\w+)"', re.MULTILINE)
 _FACT = re.compile(r"^Fact: (.*)$", re.MULTILINE)
 _MESSAGE = re.compile(r"<message>\n(.*?)\n</message>", re.DOTALL)
 _KNOWN = re.compile(r"^\[(\d+)\] (.*)$", re.MULTILINE)
+_SAID = re.compile(r"^Message: (.*?)\nFact:", re.MULTILINE | re.DOTALL)
 
 
 class Obedient:
@@ -81,17 +82,22 @@ class Obedient:
         prompt = "\n".join(str(m.get("content") or "") for m in messages if m.get("role") == "user")
         task = _TASK.search(prompt)
         name = task.group(1) if task else ""
+        said = _MESSAGE.search(prompt) or _SAID.search(prompt)
+        words = said.group(1).strip() if said else ""
+        case = next((c for c in self.forgets if words and words[:40] in c.user), None)
+        fact = _FACT.search(prompt)
+        if name == "check" and "forget this fact" in prompt:  # a memory the user's request names: only a legit one
+            return {"answer": "yes" if case and fact and key(fact.group(1)) in {key(m) for m in case.must_forget}
+                    else "no"}
         if name == "check":  # a fact the user's words state: yes only for a legit case's fact
-            fact = _FACT.search(prompt)
             return {"answer": "yes" if fact and key(fact.group(1)) in self.legit_facts else "no"}
-        said = _MESSAGE.search(prompt)
-        case = next((c for c in self.forgets if said and said.group(1).strip() and said.group(1).strip()[:40] in c.user),
-                    None)
-        if name == "forget_request":
-            return {"forget": case.must_forget[0] if case else ""}
         if name == "forget":
             wanted = {key(m) for m in case.must_forget} if case else set()
             return {"forget": [int(n) for n, text in _KNOWN.findall(prompt) if key(text) in wanted]}
+        if name == "extract":  # only the forget a legit forget case's message asks for
+            return {"facts": [], "forget": case.must_forget[0] if case else ""}
+        if name == "provenance":
+            return {"not_own": []}
         return {}
 
 

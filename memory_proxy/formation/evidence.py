@@ -6,7 +6,8 @@ trusted with:
 
 - `own_words(message)` — provenance. Only the user's own words are a source of facts: OpenWebUI's RAG
   template (`_rag`: the documents and the template's instructions are not the user's), fenced code and
-  triple-quoted blocks, block quotes, text between separator lines (`---`: pasted e-mails and documents)
+  triple-quoted blocks, block quotes, text between separator lines (`---`: pasted e-mails and documents), the lines
+  of a pasted chat log (two or more that start with a time and a speaker)
   and long quoted passages (40 characters, a Han or kana one counting two) are left out; prompt tags and chat-template
   tokens are removed (the sentence kept); sentences that address a machine ("SYSTEM:", "ignore previous
   instructions", "note to the AI", statements about "the user" in the third person) are left out. A
@@ -71,8 +72,13 @@ _MACHINE_ADDRESSED = re.compile(r"""(?ix)
   | \b(ai|llm)\s+(assistants?|models?|systems?)\b
   | \b(new|updated)\s+(memory|memories|instructions?|system\s+prompt)\b
   | \bthe\s+user(['’]s|\s+(is|has|wants|prefers|likes|lives|works|asked|would|authori[sz]ed|must|should))\b
+  | \buser\s+(said|says|told|wrote|mentioned|stated)\b       # words put in the user's mouth, in the third person
 """)
-_OMITTED = " […] "
+# A chat log pasted in: lines that start with a time and a speaker ("[09:16] Luis: …", "29.05.24, 09:12 - Ana: …"),
+# two or more of them: the speakers' words, not the user's.
+_LOGGED = re.compile(r"^[ \t]*[\[(]?(?:\d{1,4}[./-]\d{1,2}(?:[./-]\d{1,4})?,?\s*)?\d{1,2}[:.]\d{2}(?::\d{2})?\s*"
+                     r"(?:[ap]\.?m\.?)?[\])]?\s*(?:-\s*)?[^:\n]{1,40}:[ \t]+\S.*$", re.M | re.I)
+OMITTED = " […] "  # where a part left out stood
 _SELF = frozenset({"user", "user's", "i"})  # a fact's subject, not a name
 # English calendar words a fact may use for a date resolved from the turn's day ("User starts on Monday").
 _CALENDAR = frozenset(w.lower() for w in [*calendar.month_name[1:], *calendar.day_name])
@@ -152,11 +158,15 @@ def own_words(message: str) -> OwnWords:
     text, left_out = _rag(message)
     for pasted in (_FENCED, _SEPARATED, _BLOCK_QUOTE):
         left_out += [m.group(0) for m in pasted.finditer(text)]
-        text = pasted.sub(_OMITTED, text)
+        text = pasted.sub(OMITTED, text)
+    logged = _LOGGED.findall(text) if "\n" in text else []
+    if len(logged) >= 2:
+        left_out += [m.group(0) for m in _LOGGED.finditer(text)]
+        text = _LOGGED.sub(OMITTED, text)
     quotes = [m for m in _QUOTE.finditer(text) if _width(m.group(1)) >= LONG_QUOTE]
     left_out += [m.group(0) for m in quotes]
     for m in reversed(quotes):
-        text = text[:m.start()] + _OMITTED + text[m.end():]
+        text = text[:m.start()] + OMITTED + text[m.end():]
     text = _TAGS.sub(" ", text)
     kept: dict[str, None] = {}  # in order, each once
     for sentence in _sentences(text):

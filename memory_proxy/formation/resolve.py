@@ -26,10 +26,13 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Literal
 
+from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 
+from ..embedding.embedders import Embedder, embed_one
 from ..prompts import load_prompt, render
 from ..records import FactAttributes, Memory
+from ..store import search
 from ..store.teams import Holder
 from .extract import Numbers, neutral, numbered
 from .memory_llm import MemoryLLM
@@ -106,6 +109,8 @@ class Answer(BaseModel):
 # The phrasings a small model answered best, among those tried on probe pairs (a "detail" question that asks
 # whether the new fact includes the old one, not whether it says the same with more detail): the figures are
 # in docs/FORMATION.md#what-shaped-the-calls.
+FORGET_CANDIDATES = 10  # the user's memories nearest to a request to forget, that the model picks among
+
 QUESTIONS = {
     "updates": "Is the old fact no longer true once the new fact is true?",
     "detail": "Does the new fact include the old fact?",
@@ -161,3 +166,12 @@ async def forgotten(llm: MemoryLLM, *, request: str, what: str, candidates: list
     answer = await llm.structured(Forgotten, [{"role": "system", "content": load_prompt("memory.md")},
                                               {"role": "user", "content": turn}], purpose="forget")
     return [candidates[n - 1] for n in dict.fromkeys(answer.forget) if 1 <= n <= len(candidates)]
+
+
+async def forget_candidates(pool: AsyncConnectionPool, embedder: Embedder, user_id: str, what: str) -> list[Memory]:
+    """The user's own memories nearest to what a request to forget names (never the global ones, never a team's),
+    whatever their score: the model picks among them."""
+    vector = await embed_one(embedder, what)
+    async with pool.connection() as conn:
+        return await search.neighbours(conn, user_id=user_id, model=embedder.model, embedding=vector,
+                                       top_k=FORGET_CANDIDATES, min_score=-1.0, include_global=False)

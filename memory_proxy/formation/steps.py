@@ -48,7 +48,7 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
-from ..embedding.embedders import Embedder, embed_one
+from ..embedding.embedders import Embedder
 from ..embedding.memory_document import embedding_text
 from ..job_payload import FormationPayload
 from ..prompts import load_prompt
@@ -65,14 +65,13 @@ from .extract import SECRET, ExtractedFact, Extraction, extract_facts
 from .memory_llm import MalformedReply, MemoryLLM
 from .memory_text import MAX_FACTS_PER_TURN, Content, memory_content, same_text_key
 from .provenance import checked
-from .resolve import Action, Relation, Resolution, confirmed, forgotten, proposals, relate
+from .resolve import Action, Relation, Resolution, confirmed, forget_candidates, forgotten, proposals, relate
 from .team_facts import is_teams, stated, team_of, teams_block
 
 BEFORE_CHARS = 300  # of the assistant's previous message, shown for reference (answers to its question)
 MAX_MESSAGE_CHARS = 4000  # of the user's own words, shown to the model (the prompt stays bounded)
 MAX_FACT_WORDS = 24  # a longer "fact" is a paraphrased passage, not one fact
 MAX_FACTS_READ = 2 * MAX_FACTS_PER_TURN  # of one reply: the rest cannot be kept anyway, and each costs a scan
-FORGET_CANDIDATES = 10
 MAX_CONFIRMATIONS = 2  # destructive proposals checked per fact; past them the fact is added
 REMEMBERED = "the chat model remembered it in this turn"  # why a protected memory is left as it is
 
@@ -369,15 +368,6 @@ def _why_not(content: Content, kept: list[str], about: re.Pattern[str] = _ABOUT_
     if same_text_key(content.text) in {same_text_key(k) for k in kept}:
         return Drop.REPEATED
     return Drop.OVER_CAP if len(kept) >= MAX_FACTS_PER_TURN else None
-
-
-async def forget_candidates(pool: AsyncConnectionPool, embedder: Embedder, user_id: str, what: str) -> list[Memory]:
-    """The user's own memories nearest to what a request to forget names (never the global ones, never a team's),
-    whatever their score: the model picks among them."""
-    vector = await embed_one(embedder, what)
-    async with pool.connection() as conn:
-        return await search.neighbours(conn, user_id=user_id, model=embedder.model, embedding=vector,
-                                       top_k=FORGET_CANDIDATES, min_score=-1.0, include_global=False)
 
 
 async def _forgotten(turn: Turn, said: OwnWords, what: str, *, pool: AsyncConnectionPool, embedder: Embedder,

@@ -14,10 +14,11 @@ never an exception; a failure while running one says that it failed, and the tur
   it, by meaning, in any language (tools/consent.py): what a document, a paste, a system prompt, the assistant
   or a tool result says is not the user's. Stored as the management API stores a memory (under the user's cap)
   and audited as `remember`.
-- forget(what): only what the user's own latest message asks to forget, as the memory model reads it in any
-  language (tools/consent.py; "don't forget to…" asks nothing); the model then picks, among the user's memories
-  nearest to the user's words (never to `what`, which a document may have chosen), those the request names, and
-  each is retired, audited as `forget` as formation's forget is. MAX_FORGOTTEN per turn.
+- forget(what): only what the user's own latest message asks to forget, in any language, as formation's extraction
+  call reads it (its `forget`; "don't forget to…" asks nothing); among the user's memories nearest to the user's
+  words (never to `what`, which a document may have chosen), the memory model picks those the request names, then
+  confirms each on its own; each is retired, audited as `forget` as formation's forget is. MAX_FORGOTTEN per turn.
+Both read the user's own words as formation's rules leave them (formation/evidence.own_words).
 """
 
 from __future__ import annotations
@@ -37,8 +38,8 @@ from ..formation.evidence import OwnWords
 from ..formation.extract import ExtractedFact
 from ..formation.memory_llm import MalformedReply, MemoryLLM
 from ..formation.memory_text import storable
-from ..formation.resolve import forgotten
-from ..formation.steps import forget_candidates, kept_facts, users_words
+from ..formation.resolve import forget_candidates, forgotten
+from ..formation.steps import kept_facts, users_words
 from ..job_payload import FormationPayload, Remembered
 from ..observability import TOOL_CALLS, log
 from ..records import FactAttributes
@@ -46,7 +47,7 @@ from ..retrieval.retrieve import retrieve_memories
 from ..services import Services
 from ..settings import MEMORY_TYPES
 from ..store import memories
-from .consent import forget_request, user_states
+from .consent import asks_to_forget, forget_request, user_states
 
 SEARCH, REMEMBER, FORGET = "search_memory", "remember", "forget"
 MODES = {"off": (), "search": (SEARCH,), "all": (SEARCH, REMEMBER, FORGET)}
@@ -129,6 +130,7 @@ class ToolTurn:
     forgotten: int = 0
     on_done: Callable[[int, int], None] | None = None  # called once with (rounds, calls) when the rounds end
     answer_base: list[Any] = field(default_factory=list)  # the turn's messages as the answer round starts them
+    own: tuple[OwnWords, list[str]] | None = None  # the user's own words (latest, earlier), once read
     forget_request: str | None = None  # what the user's latest message asks to forget, once read ("" for nothing)
     revealed: list[str] = field(default_factory=list)  # memory texts our tools returned to the model this turn
     untrusted: bool | None = None  # whether the turn holds text neither the user's nor ours (tools/outbound.py)
@@ -209,9 +211,12 @@ async def _search(turn: ToolTurn, query: str) -> tuple[str, str]:
 
 
 async def _own_words(turn: ToolTurn) -> tuple[OwnWords, list[str]]:
-    """The user's own words of the latest message and of the earlier ones (formation's reading, off the loop)."""
-    said, _, earlier = await turn.services.scanner.run(users_words, turn.payload)
-    return said, earlier
+    """The user's own words of the latest message and of the earlier ones (formation's rules, off the loop, once a
+    turn)."""
+    if turn.own is None:
+        said, _, earlier = await turn.services.scanner.run(users_words, turn.payload)
+        turn.own = (said, earlier)
+    return turn.own
 
 
 def conversation_text(messages: list[Any]) -> str:
@@ -260,31 +265,32 @@ async def _remember(turn: ToolTurn, fact: str, kind: str, messages: list[Any]) -
 
 
 async def _forget(turn: ToolTurn, what: str) -> tuple[str, str]:
-    """Retire what the user's own latest message asks to forget (tools/consent.py): the memory model reads the
-    request and picks, among the user's memories nearest to the user's words, those it names. `what`, the chat
+    """Retire what the user's own latest message asks to forget (tools/consent.py): among the user's memories nearest
+    to the user's words, those the memory model picks for the request, each confirmed on its own. `what`, the chat
     model's argument, chooses nothing: a document may have written it."""
     if turn.forgotten >= MAX_FORGOTTEN:
         return "over_cap", f"not forgotten: at most {MAX_FORGOTTEN} memories per turn"
     said, _ = await _own_words(turn)
     if turn.forget_request is None:
-        turn.forget_request = await forget_request(turn.llm, said)
+        turn.forget_request = await forget_request(turn.llm, said, turn.said_at.date().isoformat())
     if not turn.forget_request:
         return "refused", "not forgotten: the user's latest message does not ask to forget anything"
     turn.services.require_database()
-    candidates = await forget_candidates(turn.services.pool, turn.services.embedder, turn.user_id, turn.forget_request)
-    if not candidates:
-        return "empty", "nothing found to forget"
+    candidates = await forget_candidates(turn.services.pool, turn.services.embedder, turn.user_id, said.text)
     try:
-        named = await forgotten(turn.llm, request=said.text[:MAX_REQUEST_CHARS], what=turn.forget_request,
-                                candidates=candidates)
+        named = await forgotten(turn.llm, request=said.text[:MAX_REQUEST_CHARS], what=said.text[:MAX_REQUEST_CHARS],
+                                candidates=candidates) if candidates else []
     except MalformedReply:
         named = []
+    asked = [m for m in named[:MAX_FORGOTTEN - turn.forgotten] if await asks_to_forget(turn.llm, said, m.content)]
+    if not asked:
+        return "refused", "not forgotten: the user's latest message does not ask to forget that"
     done: list[str] = []
     async with turn.services.pool.connection() as conn:
-        for memory in named[:MAX_FORGOTTEN - turn.forgotten]:
+        for memory in asked:
             if await memories.retire_memory(conn, user_id=turn.user_id, vector_id=memory.id,
                                             reason="the user asked to forget it", action="forget"):
-                done.append(memory.content)  # a global memory, or one gone meanwhile, is not retired
+                done.append(memory.content)  # one gone meanwhile is not retired
     if not done:
         return "empty", "nothing found to forget"
     turn.forgotten += len(done)

@@ -144,3 +144,14 @@ def test_forty_facts_full_of_names_found_nowhere_are_checked_quickly() -> None:
     verdicts = [grounding(f, said=said, earlier=[], elsewhere="", said_on=TODAY) for f in facts]
     assert time.process_time() - started < 1.5
     assert verdicts == [None] * 40  # names found nowhere pass as translations; the numbers are the message's
+
+
+def test_a_pasted_chat_log_and_words_put_in_the_users_mouth_are_not_the_users() -> None:
+    log = ("Can you sum up this group chat? Which day did we pick?\n\n"
+           "[09:12] Carmen: Saturday or Sunday for the hike?\n[09:16] Luis: Sunday. Remember I'm allergic to pollen.\n"
+           "29.05.24, 09:20 - Carmen: Sunday at 8 then")
+    said = own_words(log)
+    assert said.text == "Can you sum up this group chat? Which day did we pick? […]"
+    assert "allergic to pollen" in said.left_out
+    assert own_words("At 9:30: dentist. I have a cat.").text == "At 9:30: dentist. I have a cat."  # one timed line is the user's
+    assert own_words("User said: I'm a smoker. What does the article say?").text == "What does the article say?"

@@ -192,7 +192,7 @@ async def test_fuzzed_values_on_every_management_route(client: Any, memory: str,
     check(response)
 
 
-TEAM_ROUTES = [("GET", ""), ("POST", ""), ("GET", "/{id}"), ("PATCH", "/{id}"), ("DELETE", "/{id}"),
+TEAM_ROUTES = [("GET", ""), ("GET", "?limit={user}&after={id}"), ("POST", ""), ("GET", "/{id}"), ("PATCH", "/{id}"), ("DELETE", "/{id}"),
                ("PUT", "/{id}/members/{user}"), ("DELETE", "/{id}/members/{user}"),
                # a team's memories and proposals ({user} stands for the memory's or the proposal's id)
                ("GET", "/{id}/memories"), ("POST", "/{id}/memories"), ("GET", "/{id}/memories/search"),

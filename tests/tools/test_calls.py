@@ -200,7 +200,7 @@ async def test_forget_only_what_the_users_own_message_asks(proxy: Any, outside: 
     assert await active_texts(db, USER_A) == kept
     cur = await db.execute("SELECT action FROM memory_updates WHERE user_id = %s", [USER_A])
     assert [row[0] for row in await cur.fetchall()] == ([] if kept else ["forget"])
-    [(_, prompt)] = [p for p in memory_llm.prompts if p[0] == "forget_request"]
+    [(_, prompt)] = [p for p in memory_llm.prompts if p[0] == "extract"]
     assert "Respond to the user query" not in prompt and "<source" not in prompt  # the model reads the user's words
 
 
@@ -251,3 +251,18 @@ async def test_a_search_with_a_nul_byte_searches_as_the_chat_path_does(proxy: An
     client = await proxy(MEMORY_TOOLS="search")
     await client.post(CHAT, json=chat_body(ASK), headers=user_headers(USER_A))
     assert json.loads(tool_results(seen[1])[0]) == [BUN]
+
+
+async def test_forget_retires_only_what_the_memory_model_confirms_the_user_asks(proxy: Any, outside: Any,
+                                                                               memory_llm: Any, db: Any) -> None:
+    """Read as a request, picked among the nearest: each memory is still confirmed on its own before it goes."""
+    await add_memory(db, USER_A, BERLIN)
+    memory_llm.extract = lambda said: FORGETS_BERLIN
+    memory_llm.check = lambda prompt: False  # the model does not read this message as asking to forget that fact
+    seen = script(outside, calling(call("forget", {"what": "Berlin"})))
+    client = await proxy(MEMORY_TOOLS="all")
+    await client.post(CHAT, json=chat_body("Forget that I live in Berlin."), headers=user_headers(USER_A))
+    assert tool_results(seen[1])[0].startswith("not forgotten")
+    assert await active_texts(db, USER_A) == [BERLIN]
+    [(_, confirm)] = [p for p in memory_llm.prompts if p[0] == "check"]
+    assert "Message: Forget that I live in Berlin.\nFact: User lives in Berlin." in confirm
