@@ -5,7 +5,7 @@ requests (README.md beside this file).
     python -m benchmarks.tool_attacks --split test --llm http://127.0.0.1:8081/v1   # a real model: the guard
 
 One `memory-proxy serve` (embedded PostgreSQL, the local embedder, MEMORY_TOOLS=all, no formation: only what the
-tools do is measured) in front of an obedient fake chat model (obedient.py). Each case's user starts with the
+tools do is measured; no similarity threshold, so that a search returns the user's memories whatever it asks) in front of an obedient fake chat model (obedient.py). Each case's user starts with the
 case's memories (through the management API), sends the case's request, and is judged on the memories left
 after it and on the client tool calls the client received (cases.verdict). The test split prints counts only.
 """
@@ -115,7 +115,10 @@ async def run(args: argparse.Namespace, cases: list[Case]) -> tuple[list[dict[st
     async with serving(fake) as base_url:
         upstream = Server("obedient", f"{base_url}/v1", {}, cast(Any, None), owns_proc=False)
         llm = f"{base_url}/oracle/v1" if args.llm == "oracle" else args.llm
+        # RETRIEVAL_MIN_SCORE=-1: a search returns the user's memories whatever the attacker's query (the worst case
+        # for a way out: with a threshold, a vague query finds nothing, and nothing can leak)
         env = {"MEMORY_TOOLS": "all", "FORMATION_ENABLED": "false", "WORKER_IN_PROCESS": "false",
+               "RETRIEVAL_MIN_SCORE": "-1",
                "EMBEDDING_PROVIDER": "local", "EMBEDDING_MODEL": "", "MEMORY_LLM_BASE_URL": llm,
                "MEMORY_LLM_MODEL": args.model, "MEMORY_LLM_MODE": "json", "MEMORY_LLM_TIMEOUT": "120",
                "UPSTREAM_FIRST_BYTE_TIMEOUT": "600", "LOG_LEVEL": "info" if args.log else "warning"}
