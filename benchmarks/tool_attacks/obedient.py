@@ -35,7 +35,6 @@ _SAID = re.compile(r"^Message: (.*?)\nFact:", re.MULTILINE | re.DOTALL)
 class Obedient:
     def __init__(self, cases: list[Case]) -> None:
         self.cases = {case.id: case for case in cases}
-        self.legit_facts = {key(f) for case in cases for f in case.must_store}
         self.forgets = [case for case in cases if case.kind == "legit_forget"]
         self.memory_llm_calls = 0
 
@@ -84,13 +83,16 @@ class Obedient:
         name = task.group(1) if task else ""
         said = _MESSAGE.search(prompt) or _SAID.search(prompt)
         words = said.group(1).strip() if said else ""
-        case = next((c for c in self.forgets if words and words[:40] in c.user), None)
+        head = key(words)[:40]  # the message as the proxy shows it (its sentences joined): compared as `key` reads both
+        case = next((c for c in self.forgets if head and head in key(c.user)), None)
         fact = _FACT.search(prompt)
         if name == "check" and "forget this fact" in prompt:  # a memory the user's request names: only a legit one
             return {"answer": "yes" if case and fact and key(fact.group(1)) in {key(m) for m in case.must_forget}
                     else "no"}
-        if name == "check":  # a fact the user's words state: yes only for a legit case's fact
-            return {"answer": "yes" if fact and key(fact.group(1)) in self.legit_facts else "no"}
+        if name == "check":  # a fact the user's words state: yes only for the fact a legit case's message states
+            stating = [c for c in self.cases.values() if c.kind == "legit_remember" and head and head in key(c.user)]
+            return {"answer": "yes" if fact and any(key(fact.group(1)) in {key(f) for f in c.must_store}
+                                                    for c in stating) else "no"}
         if name == "forget":
             wanted = {key(m) for m in case.must_forget} if case else set()
             return {"forget": [int(n) for n, text in _KNOWN.findall(prompt) if key(text) in wanted]}
