@@ -109,7 +109,7 @@ async def leave_team(client: httpx.AsyncClient, node: Node, team_id: str, user: 
 
 
 async def index_hits(client: httpx.AsyncClient, node: Node) -> float:
-    text = (await client.get(node.url + "/metrics")).text
+    text = (await client.get(node.url + "/metrics", headers=AUTH)).text  # /metrics asks for a key
     found = re.search(r'^memory_proxy_index_lookups_total\{result="hit"\} (\S+)$', text, re.MULTILINE)
     return float(found.group(1)) if found else 0.0
 

@@ -217,7 +217,8 @@ class Cluster:
 
 def outbox_jobs(node: Node) -> float:
     """The replica's memory_proxy_outbox_jobs gauge: jobs it holds because the database did not take them."""
-    for line in httpx.get(node.url + "/metrics", timeout=5).text.splitlines():
+    for line in httpx.get(node.url + "/metrics", headers={"Authorization": f"Bearer {PROXY_KEY}"},
+                          timeout=5).text.splitlines():
         if line.startswith("memory_proxy_outbox_jobs "):
             return float(line.split()[1])
     return 0.0

@@ -99,7 +99,7 @@ class ProxyView:
 
     def metrics(self) -> dict[str, float]:
         """``name{labels}`` → value, from /metrics (samples only)."""
-        text = httpx.get(self.base + "/metrics", timeout=30).text
+        text = self.http.get("/metrics").text  # with the proxy key: /metrics asks for one
         return {name: float(value) for name, value in
                 (line.rsplit(" ", 1) for line in text.splitlines() if line and not line.startswith("#"))}
 
