@@ -217,18 +217,21 @@ class Served:
 @asynccontextmanager
 async def proxy_serving(script: Script | None, *, llm_base_url: str | None, llm_model: str = "local",
                         llm_mode: str = "json", database_url: str | None = None, log_file: Path | None = None,
-                        extra_env: dict[str, str] | None = None) -> AsyncIterator[Served]:
-    """A fresh memory-proxy on uvicorn, ready: its memory LLM the server at `llm_base_url`, or else the
-    `FakeMemoryLLM` answering with `script(purpose, prompt)`; with `log_file`, the proxy's log lines go there."""
-    data_dir = Path(tempfile.mkdtemp(prefix="formation-bench-"))
+                        extra_env: dict[str, str] | None = None, data_dir: Path | None = None,
+                        upstream_url: str | None = None) -> AsyncIterator[Served]:
+    """A memory-proxy on uvicorn, ready: its memory LLM the server at `llm_base_url`, or else the
+    `FakeMemoryLLM` answering with `script(purpose, prompt)`; with `log_file`, the proxy's log lines go there.
+    Its data in `data_dir` (default: a fresh one); its upstream the scripted chat, or the server at
+    `upstream_url` (up to /v1)."""
+    data_dir = data_dir or Path(tempfile.mkdtemp(prefix="formation-bench-"))
     upstream = ScriptedChat("scripted-upstream")
     llm_app = None if llm_base_url else asgi_app(FakeMemoryLLM(script=script, usage=NO_USAGE))
     clock = Clock(datetime.now(UTC))
-    async with serving(upstream) as upstream_url, (serving(llm_app) if llm_app else nullcontext()) as fake_llm_url:
+    async with serving(upstream) as scripted_url, (serving(llm_app) if llm_app else nullcontext()) as fake_llm_url:
         env = {
             "MEMORY_PROXY_DATA_DIR": str(data_dir),
             "PROXY_API_KEYS": API_KEY,
-            "UPSTREAM_BASE_URL": f"{upstream_url}/v1",
+            "UPSTREAM_BASE_URL": upstream_url or f"{scripted_url}/v1",
             "UPSTREAM_API_KEY": "unused",
             "EMBEDDING_PROVIDER": "local",
             "MEMORY_LLM_PROVIDER": "openai",
@@ -238,6 +241,7 @@ async def proxy_serving(script: Script | None, *, llm_base_url: str | None, llm_
             "MEMORY_LLM_API_KEY": "unused",
             "LOG_FORMAT": "json",
             "LOG_USER_IDS": "raw",
+            "EPISODES": "false",  # this harness judges the facts; the user's words kept too: benchmarks/answers
             **({"DATABASE_URL": database_url} if database_url else {}),
             **(extra_env or {}),
         }

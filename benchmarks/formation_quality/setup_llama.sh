@@ -24,6 +24,7 @@
 # LLAMA_MODEL    qwen (default) or smollm2
 # LLAMA_SERVER   python (default) or native
 # LLAMA_PARALLEL native only: slots (default 2); the context is 16k (smollm2: 8k) PER SLOT, -c = that × slots
+# LLAMA_CTX      the context per slot instead (benchmarks/answers: 32768, Qwen's own, for a whole conversation)
 # Qwen gets a 16k context per request (per slot): mem0, the peer, sends an ~8k-token prompt with every turn.
 # python: it keeps the KV state of the last prompt, so fixed instructions placed first are processed once
 # (memory-proxy's and mem0's both are); `--interrupt_requests false` keeps a second request from cutting a
@@ -115,7 +116,7 @@ fi
 
 # serve MODEL_PATH CONTEXT_PER_REQUEST ALIAS LABEL [--no-serve]: print the command, or exec it
 serve() {
-    local model="$1" ctx="$2" alias="$3" label="$4"
+    local model="$1" ctx="${LLAMA_CTX:-$2}" alias="$3" label="$4"
     local cmd
     if [[ "$LLAMA_SERVER" == python ]]; then
         cmd=("$VENV/bin/python" -m llama_cpp.server --model "$model" --host 127.0.0.1 --port "$LLAMA_PORT"
