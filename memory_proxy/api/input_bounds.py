@@ -81,9 +81,11 @@ async def checked_request(request: Request[Any, Any, Any]) -> None:
             pass  # not JSON: the route's own decoding answers it with a 400
 
 
-def check_type(memory_type: str) -> str:
-    if memory_type not in MEMORY_TYPES:
-        raise BadRequest(f"unknown memory type {memory_type!r} (types: {', '.join(MEMORY_TYPES)})",
+def check_type(memory_type: str, kinds: tuple[str, ...] = MEMORY_TYPES) -> str:
+    """A kind of fact (what a memory may be created or retyped as), or with `kinds=STORED_TYPES` any stored kind,
+    episodes too (what a list may be filtered by)."""
+    if memory_type not in kinds:
+        raise BadRequest(f"unknown memory type {memory_type!r} (types: {', '.join(kinds)})",
                          param="memory_type", code="bad_type")
     return memory_type
 

@@ -33,6 +33,7 @@ from ..observability import log
 from ..records import FactAttributes
 from ..retrieval.retrieve import retrieve_memories
 from ..services import Services
+from ..settings import STORED_TYPES
 from ..store import manage, memories
 from . import export_format
 from .input_bounds import (
@@ -119,7 +120,8 @@ async def list_memories(
     except BadCursor as exc:
         raise BadRequest(str(exc), param="cursor", code="bad_cursor") from exc
     async with services.pool.connection() as conn:
-        found = await manage.list_memories(conn, user_id, memory_type=memory_type and check_type(memory_type),
+        kind = memory_type and check_type(memory_type, STORED_TYPES)  # episodes too
+        found = await manage.list_memories(conn, user_id, memory_type=kind,
                                            pinned=pinned, text=(q or "").strip() or None, after=after,
                                            limit=limit + 1)
     page = found[:limit]

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..prompts import render
 from ..records import Memory
+from ..settings import EPISODE
 from ..tokens import count_tokens
 from .request import message_text
 
@@ -27,9 +28,11 @@ def quote_memory(content: str) -> str:
 
 def memory_line(memory: Memory) -> str:
     """One memory as the model reads it: when it was said, whose it is when a team's (the fact is in the
-    third person: "User ..." is the user, "The team ..." the team), and the fact."""
+    third person: "User ..." is the user, "The team ..." the team), or that it is the user's own words (an
+    episode, in the first person: "I" is the user), and the text."""
     team = f"(team {quote_memory(memory.team_name or memory.team)}) " if memory.team else ""
-    return f"- (said {memory.said_at:%Y-%m-%d}) {team}{quote_memory(memory.content)}"
+    words = "(the user's words) " if memory.memory_type == EPISODE else ""
+    return f"- (said {memory.said_at:%Y-%m-%d}) {team}{words}{quote_memory(memory.content)}"
 
 
 def render_memories(memories: list[Memory]) -> str:

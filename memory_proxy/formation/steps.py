@@ -8,7 +8,8 @@ trusted with (provenance, secrets, grounding, size, duplicates, the flip-flop ru
    come from them). A turn with no words left, or only "ok thanks" (FORMATION_SKIP_TRIVIAL), stops here.
    Then the provenance call (formation/provenance.py; FORMATION_PROVENANCE_CHECK, off by default) may leave
    out more: the parts the model reads as pasted text, someone else's words or lines addressed to an AI,
-   in any language; a failed call falls back to the rules' result (noted in `malformed`).
+   in any language; a failed call falls back to the rules' result (noted in `malformed`). The words left are
+   kept as the turn's episodes (formation/episodes.py, EPISODES), whatever the model makes of them.
 2. The extraction call (formation/extract.py) reads the own words (and the assistant's message before, for
    reference): the new lasting facts, each typed, and what the user asks to forget, if anything.
 3. A forget request: the user's memories nearest to what it names are shown to the model, which picks
@@ -60,6 +61,7 @@ from ..store import memories, search, teams
 from ..store.scope import user_scope
 from ..store.teams import Holder, Team
 from .drops import Drop
+from .episodes import episode_texts, episodes
 from .evidence import OwnWords, grounding, names, own_words
 from .extract import SECRET, ExtractedFact, Extraction, extract_facts
 from .memory_llm import MalformedReply, MemoryLLM
@@ -123,6 +125,8 @@ async def form(turn: Turn, *, pool: AsyncConnectionPool, embedder: Embedder, llm
         if not said.text:
             formation.skipped = "no words of the user's"
             return formation
+    if settings.episodes:  # the user's own words, kept beside the facts (EPISODES)
+        formation.resolutions += await episodes(await scanner.run(episode_texts, said.text), turn.said_at, embedder, settings)
 
     before = (turn.payload.earlier("assistant") or [""])[-1][:BEFORE_CHARS]  # the assistant's message before
     mine = await _teams(turn, pool) if settings.team_facts != "off" else []  # whose a fact may be
@@ -168,9 +172,8 @@ async def form(turn: Turn, *, pool: AsyncConnectionPool, embedder: Embedder, llm
                 formation.resolutions.append(Resolution(text, vector, "ignore", same, "exact duplicate", attributes,
                                                         holder))
                 continue
-            neighbors = await search.neighbours(conn, user_id=whose, model=embedder.model,
-                                                embedding=vector, top_k=settings.neighbors, min_score=-1.0,
-                                                include_global=False)
+            neighbors = await search.neighbour_facts(conn, user_id=whose, model=embedder.model, embedding=vector,
+                                                     top_k=settings.neighbors)
             # a team's fact is compared with the team's memories only: it never changes the user's own
             compared.append((text, fact, vector, neighbors if holder else _beside(neighbors, remembered), holder))
     forgotten_ids = {r.target_id for r in formation.resolutions if r.action == "forget"}

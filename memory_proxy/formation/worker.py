@@ -104,7 +104,7 @@ class Worker:
                     if not await jobs.hold(conn, job_id=job.id, worker_id=self.worker_id):
                         raise LeaseLost(f"job {job.id} was taken over by another worker, or erased")
                     decisions = await write_decisions(conn, job, formation.resolutions, self.embedder.model,
-                                                      self.settings.max_memories)
+                                                      self.settings.max_memories, self.settings.max_episodes)
                     if not await jobs.complete(conn, job_id=job.id, worker_id=self.worker_id):
                         raise LeaseLost(f"job {job.id} was taken over by another worker")
             finally:

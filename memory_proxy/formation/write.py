@@ -2,8 +2,9 @@
 marks the job done (formation/worker.py), so a crash or a takeover never writes a job twice.
 
 The rules no model decides live here: the flip-flop rule (a replace, refine or forget only happens when this
-statement is strictly newer than the memory it retires), the cap on a holder's active memories, proposals kept
-apart for a team's editors (TEAM_FACTS=review), and the audit of every replacement (store/memories.py).
+statement is strictly newer than the memory it retires), the cap on a holder's active memories (facts refused past
+MAX_MEMORIES_PER_USER; episodes past MAX_EPISODES_PER_USER retire the oldest), proposals kept apart for a team's
+editors (TEAM_FACTS=review), and the audit of every replacement (store/memories.py).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from ..observability import FACTS_DROPPED, log
+from ..settings import EPISODE
 from ..store import jobs, manage, memories, proposals
 from ..store.teams import Holder
 from .drops import Drop
@@ -22,7 +24,7 @@ from .resolve import Resolution
 
 
 async def write_decisions(conn: AsyncConnection[Any], job: jobs.Job, resolutions: list[Resolution],
-                          model: str, max_memories: int) -> list[dict[str, Any]]:
+                          model: str, max_memories: int, max_episodes: int) -> list[dict[str, Any]]:
     """Write the decisions for `job.user_id`, each to its holder: the user's own memories, or a team's (inside
     the caller's transaction, in the user's scope: a team's rows only while the user is a member); return
     them as logged.
@@ -34,7 +36,9 @@ async def write_decisions(conn: AsyncConnection[Any], job: jobs.Job, resolutions
     def whose(r: Resolution) -> str:
         return (r.holder or Holder(job.user_id)).principal
 
-    applied: list[dict[str, Any]] = []
+    episodes = [r for r in resolutions if r.attributes.memory_type == EPISODE]
+    applied = await _write_episodes(conn, job, episodes, model, max_episodes) if episodes else []
+    resolutions = [r for r in resolutions if r.attributes.memory_type != EPISODE]
     # Each holder's count lock first, in one order (a team's is shared by its members' concurrent jobs).
     adding = sorted({whose(r) for r in resolutions if r.action == "add" and not r.propose})
     active = {holder: await memories.count_memories(conn, holder, lock=True) for holder in adding}
@@ -80,6 +84,22 @@ async def write_decisions(conn: AsyncConnection[Any], job: jobs.Job, resolutions
                                                 new_id=new_id, reason=r.reason, action=entry["action"])
             entry["memory_id"] = new_id
         applied.append(entry)
+    return applied
+
+
+async def _write_episodes(conn: AsyncConnection[Any], job: jobs.Job, episodes: list[Resolution], model: str,
+                          max_episodes: int) -> list[dict[str, Any]]:
+    """The turn's episodes added, the oldest retired first past MAX_EPISODES_PER_USER (an episode is the user's
+    words on a day: never a replacement, never compared with a fact)."""
+    held = await memories.count_memories(conn, job.user_id, lock=True, episodes=True)
+    if (over := held + len(episodes) - max_episodes) > 0:
+        await memories.retire_oldest_episodes(conn, job.user_id, over)
+    applied = []
+    for r in episodes:
+        new_id = await memories.add_memory(conn, user_id=job.user_id, content=r.fact, embedding=r.embedding,
+                                           model=model, stated_at=job.said_at, attributes=r.attributes)
+        applied.append({"fact": r.fact, "action": "add" if new_id else "ignore", "target_id": None,
+                        "reason": r.reason if new_id else "exact duplicate", "memory_id": new_id})
     return applied
 
 

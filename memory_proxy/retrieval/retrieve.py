@@ -40,7 +40,7 @@ from ..embedding.embedders import Embedder, embed_query
 from ..errors import MemoryUnavailable
 from ..observability import FAIL_OPEN, INDEX_STALE, RETRIEVAL_LATENCY, log
 from ..records import Memory
-from ..settings import RetrievalSettings
+from ..settings import EPISODE, RetrievalSettings
 from ..store import search, snapshot, teams
 from ..store.scoring import RECENT_LIMIT
 from ..store.teams import Holder
@@ -182,6 +182,8 @@ async def _search(pool: psycopg_pool.AsyncConnectionPool, indexes: Indexes | Non
     `_still_active`), else in PostgreSQL. Which teams to search is the memberships this process saw last
     (`Indexes.teams_of`); the search reads them again, and a team the user joined since is searched in
     PostgreSQL at once (one more round trip, once per new membership)."""
+    if not settings.episodes:
+        choose = _facts_only(choose)
     options: dict[str, Any] = {
         "limit": settings.top_k * CANDIDATES_PER_RESULT, "mode": settings.mode, "rrf_k": settings.ranking.rrf_k,
         "weights": (1.0, settings.ranking.text_weight), "tiers": tiers}
@@ -242,6 +244,17 @@ async def _still_active(pool: psycopg_pool.AsyncConnectionPool, indexes: Indexes
         INDEX_STALE.inc()
         indexes.changed(snapshot.user_key(principal))  # as the notification on its way will: read again
     return chosen.keeping(lambda m: current.get((holder(m), m.id)) == m.content and (not m.team or m.team in now_in))
+
+
+def _facts_only(choose: Callable[[search.Scoped], TurnMemories]) -> Callable[[search.Scoped], TurnMemories]:
+    """`choose` over the facts found (EPISODES=false: the episodes kept before are neither shown nor ranked)."""
+    def facts(found: search.Scoped) -> TurnMemories:
+        mine = found.personal
+        kept = search.Found([m for m in mine.always_on if m.memory_type != EPISODE],
+                            [m for m in mine.recent if m.memory_type != EPISODE],
+                            [h for h in mine.hits if h.memory.memory_type != EPISODE], mine.late_weight)
+        return choose(replace(found, personal=kept))
+    return facts
 
 
 def _ranked(found: search.Found, settings: RetrievalSettings, top_k: int | None = None) -> list[Memory]:

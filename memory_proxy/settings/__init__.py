@@ -56,6 +56,10 @@ __all__ = ["SPECS", "MemoryLLMSettings", "Settings", "SettingsError", "Spec", "d
 # The kinds of memory and, per kind, its decay half-life and its time to live in days (None: never).
 # Identity facts (name, job, home) and preferences last; context and temporary ones fade.
 MEMORY_TYPES = ("identity", "preference", "relationship", "project", "context", "temporary")
+# The user's own words of a chat turn, kept beside the facts formed from them (EPISODES): a stored kind of memory,
+# not a kind of fact (no model or client is offered it as one).
+EPISODE = "episode"
+STORED_TYPES = (*MEMORY_TYPES, EPISODE)
 # The defaults that depend on EMBEDDING_PROVIDER, as (`local`, any other). `local`'s small model: its
 # RETRIEVAL_TEXT_WEIGHT and _RRF_K are the best on LoCoMo (benchmarks/), its RETRIEVAL_MIN_SCORE is calibrated
 # (MiniLM puts related sentences at 0.4–0.7).
@@ -70,24 +74,38 @@ def _per_embedder(local_and_other: tuple[Any, Any]) -> Callable[[Values], Any]:
     return lambda values: local_and_other[values["embedding.provider"] != "local"]
 
 
-def _days_per_type(value: str) -> dict[str, float | None]:
-    """`type=days` pairs (days: a positive number or `never`); every type must be given."""
+def _pairs(value: str) -> dict[str, float | None]:
     days: dict[str, float | None] = {}
     for pair in value.split(","):
         name, _, amount = pair.partition("=")
         name, amount = name.strip().lower(), amount.strip().lower()
-        if name not in MEMORY_TYPES:
-            raise ValueError(f"unknown memory type {name!r} (types: {', '.join(MEMORY_TYPES)})")
+        if name not in STORED_TYPES:
+            raise ValueError(f"unknown memory type {name!r} (types: {', '.join(STORED_TYPES)})")
         days[name] = None if amount == "never" else positive_float(amount)
-    if missing := [t for t in MEMORY_TYPES if t not in days]:
-        raise ValueError(f"missing types: {', '.join(missing)}")
     return days
 
 
+def _days_per_type(default: str) -> Callable[[str], dict[str, float | None]]:
+    """The spec's parser of `type=days` pairs (days: a positive number or `never`): every kind of fact must be given;
+    `episode`, when it is not, keeps the default's (a value written before episodes existed still reads)."""
+    def parse(value: str) -> dict[str, float | None]:
+        days = {EPISODE: _pairs(default)[EPISODE], **_pairs(value)}
+        if missing := [t for t in MEMORY_TYPES if t not in days]:
+            raise ValueError(f"missing types: {', '.join(missing)}")
+        return days
+    return parse
+
+
 # Variables that fill several fields, declared once here (MISTRAL_API_KEY: memory_llm_settings.py).
-_HALF_LIFE = Spec("MEMORY_HALF_LIFE_DAYS", "identity=never,preference=180,relationship=365,project=60,context=7,temporary=1",
+_HALF_LIVES = "identity=never,preference=180,relationship=365,project=60,context=7,temporary=1,episode=90"
+_HALF_LIFE = Spec("MEMORY_HALF_LIFE_DAYS", _HALF_LIVES,
                   "Decay half-life per memory type in days (`never`: no decay). Pinned memories never decay.",
-                  _days_per_type)
+                  _days_per_type(_HALF_LIVES))
+_TTLS = "identity=never,preference=never,relationship=never,project=never,context=30,temporary=1,episode=365"
+_EPISODES = Spec("EPISODES", "true", "Keep the user's own words of each chat turn (redacted, without what they "
+                 "pasted or quoted) as memories of type `episode`, searched beside the facts formed from them and "
+                 "injected when they match better (docs/EPISODES.md); false: none are kept and none are injected.",
+                 boolean)
 
 
 @dataclass(frozen=True)
@@ -231,6 +249,7 @@ class RetrievalSettings:
         "a small model, more answers than with `threshold` for fewer tokens, docs/TOOLS.md) or `threshold` (as "
         "without tools: also the memories similar to the message).",
         choice("threshold", "always_on"), in_code=True)
+    episodes: bool = env(_EPISODES, in_code=True)
     ranking: RankingSettings = field(default_factory=RankingSettings)
 
 
@@ -245,6 +264,8 @@ class FormationSettings:
         "cap a new fact is not stored (replacements still are): counted in `facts_dropped_total{reason="
         "\"user_cap\"}` and logged (`memory_limit`); the API's create answers 409 `memory_cap`. Deleting "
         "memories makes room.", positive_int)
+    max_episodes: int = env("MAX_EPISODES_PER_USER", "5000", "Most episodes (the user's own words, EPISODES) one "
+        "user keeps, apart from MAX_MEMORIES_PER_USER: past it a new episode retires the oldest.", positive_int)
     max_versions: int = env("MAX_VERSIONS_PER_MEMORY", "40", "Most versions kept of one memory (the active one "
         "and those it replaced: edits, replacements). A new version past it deletes the oldest retired ones "
         "with their audit rows; the edit itself is never refused.", positive_int)
@@ -263,6 +284,7 @@ class FormationSettings:
         "failures (`JOB_MAX_ATTEMPTS`). An outage shorter than this kills no job.", positive_float)
     lease_s: float = env("JOB_LEASE_SECONDS", "120", "A running job whose worker has not renewed it for this "
         "long is taken over by another worker (crash recovery).", positive_float)
+    episodes: bool = env(_EPISODES, in_code=True)
     skip_trivial: bool = env("FORMATION_SKIP_TRIVIAL", "true", "Skip formation without any LLM call for "
         "turns with no word but acknowledgements and greetings (\"ok\", \"thanks\"); every other turn goes "
         "to the memory LLM, in any language.",
@@ -278,9 +300,8 @@ class FormationSettings:
         "changes for a deployment until its teams have editors (review) or its model's figures allow auto.",
         choice("off", "review", "auto"), in_code=True)
     ttl_days: Mapping[str, float | None] = env(
-        "MEMORY_TTL_DAYS", "identity=never,preference=never,relationship=never,project=never,context=30,temporary=1",
-        "Time to live per memory type in days (`never`); an expired memory is no longer retrieved and is removed "
-        "by maintenance. Pinned ones never expire.", _days_per_type, in_code=True)
+        "MEMORY_TTL_DAYS", _TTLS, "Time to live per memory type in days (`never`); an expired memory is no longer "
+        "retrieved and is removed by maintenance. Pinned ones never expire.", _days_per_type(_TTLS), in_code=True)
 
     def expiry(self, memory_type: str, stated_at: datetime) -> datetime | None:
         """When a memory of this type stated then expires (MEMORY_TTL_DAYS); None: never."""

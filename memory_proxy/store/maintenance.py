@@ -30,8 +30,8 @@ SELECT %(user_id)s, vector_id, %(by)s, %(reason)s, %(action)s FROM retired
 RETURNING old_vector_id
 """
 
-# Each active memory with a newer active memory of the same user at cosine > threshold: among the
-# user's 5 nearest by binary code (memory_candidates), exact cosine checked.
+# Each active memory with a newer active memory of the same user and kind (a fact, or an episode) at cosine >
+# threshold: among the user's 5 nearest by binary code (memory_candidates), exact cosine checked.
 _NEAR_DUPLICATES = """
 SELECT a.vector_id, twin.id
 FROM users_vectors a JOIN vectors va ON va.id = a.vector_id
@@ -41,6 +41,7 @@ CROSS JOIN LATERAL (
       AND v.id <> a.vector_id AND vector_dims(v.embedding) = vector_dims(va.embedding)
       AND 1 - (v.embedding <=> va.embedding) > %(similarity)s
       AND (v.stated_at, v.id) > (va.stated_at, va.id)
+      AND (v.memory_type = 'episode') = (va.memory_type = 'episode')  -- a fact never retires words, nor words a fact
     ORDER BY v.stated_at DESC LIMIT 1
 ) twin
 WHERE a.user_id = %(user_id)s AND a.superseded_at IS NULL AND NOT a.pinned

@@ -240,18 +240,37 @@ async def lock_active_link(conn: AsyncConnection[Any], user_id: str, vector_id: 
     return LockedLink(*row) if row else None
 
 
-async def count_memories(conn: AsyncConnection[Any], user_id: str, *, lock: bool = False) -> int:
-    """The user's active memories (superseded ones are history, not memories). With `lock`, inside the
-    caller's transaction, first wait for the user's count lock and hold it to the transaction's end: two
-    writers that each count before adding cannot both take the last place under the cap."""
+async def count_memories(conn: AsyncConnection[Any], user_id: str, *, lock: bool = False,
+                         episodes: bool = False) -> int:
+    """The user's active memories (superseded ones are history, not memories): their facts, or with `episodes`
+    their episodes (each kind has its cap). With `lock`, inside the caller's transaction, first wait for the
+    user's count lock and hold it to the transaction's end: two writers that each count before adding cannot
+    both take the last place under the cap."""
     async with in_user_scope(conn, user_id):
         if lock:
             await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('memory-proxy active ' || %s, 0))",
                                [user_id])
         cur = await conn.execute(
-            "SELECT count(*) FROM users_vectors WHERE user_id = %s AND superseded_at IS NULL", [user_id])
+            "SELECT count(*) FROM users_vectors WHERE user_id = %s AND superseded_at IS NULL AND episode = %s",
+            [user_id, episodes])
     row = await cur.fetchone()
     return int(row[0]) if row else 0
+
+
+async def retire_oldest_episodes(conn: AsyncConnection[Any], user_id: str, count: int) -> int:
+    """Retire the user's `count` oldest unpinned episodes (MAX_EPISODES_PER_USER: room for newer ones), audited as
+    `expire`; how many were."""
+    async with in_user_scope(conn, user_id):
+        cur = await conn.execute(
+            "WITH oldest AS (SELECT uv.vector_id FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id"
+            "   WHERE uv.user_id = %(u)s AND uv.superseded_at IS NULL AND uv.episode AND NOT uv.pinned"
+            "   ORDER BY v.stated_at, v.id LIMIT %(n)s FOR UPDATE OF uv),"
+            " retired AS (UPDATE users_vectors uv SET superseded_at = now(), superseded_by = NULL FROM oldest o"
+            "   WHERE uv.user_id = %(u)s AND uv.vector_id = o.vector_id RETURNING uv.vector_id)"
+            " INSERT INTO memory_updates (user_id, old_vector_id, new_vector_id, reason, action)"
+            " SELECT %(u)s, vector_id, NULL, 'over MAX_EPISODES_PER_USER: the oldest episode', 'expire' FROM retired"
+            " RETURNING old_vector_id", {"u": user_id, "n": count})
+        return len(await cur.fetchall())
 
 
 async def add_within_cap(conn: AsyncConnection[Any], *, user_id: str, max_memories: int, content: str,

@@ -21,7 +21,7 @@ index (retrieval/indexes.py) ranks with too.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -308,3 +308,22 @@ async def neighbours(conn: AsyncConnection[Any], *, user_id: str, model: str, em
     return [Memory(id=h.memory.id, content=h.memory.content, created_at=h.memory.created_at, score=h.cosine,
                    stated_at=h.memory.stated_at, memory_type=h.memory.memory_type, pinned=h.memory.pinned)
             for h in found.hits if h.cosine >= min_score]
+
+
+_NEIGHBOUR_FACTS = ("SELECT " + MEMORY_COLUMNS + ", 1 - (v.embedding <=> %(q)s) AS cosine"
+                    " FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id"
+                    " WHERE uv.user_id = %(user_id)s AND uv.embedding_model = %(model)s AND uv.superseded_at IS NULL"
+                    "   AND NOT uv.episode AND vector_dims(v.embedding) = %(dims)s AND " + LIVE +
+                    " ORDER BY v.embedding <=> %(q)s, v.id LIMIT %(k)s")
+
+
+async def neighbour_facts(conn: AsyncConnection[Any], *, user_id: str, model: str, embedding: Sequence[float],
+                          top_k: int) -> list[Memory]:
+    """The holder's own facts (no episode, no global memory) most similar to `embedding`, best first, by exact
+    cosine over all of them: formation's comparison of a new fact, off the chat path, where a user's words said
+    near it must not crowd out the facts it may replace (formation/episodes.py)."""
+    query = as_vector(embedding)
+    async with in_user_scope(conn, user_id):
+        cur = await conn.execute(_NEIGHBOUR_FACTS, {"q": query, "user_id": user_id, "model": model,
+                                                    "dims": len(query), "k": top_k})
+    return [replace(memory(row), score=float(row[6])) for row in await cur.fetchall()]

@@ -7,8 +7,8 @@ import psycopg
 import pytest
 
 from memory_proxy.settings import (
-    MEMORY_TYPES,
     SPECS,
+    STORED_TYPES,
     Settings,
     SettingsError,
     declarations,
@@ -170,9 +170,19 @@ def test_a_default_is_declared_only_by_its_variable() -> None:
     assert not own, f"fields with a default besides their env() declaration: {own}"
 
 
+def test_a_lifetime_written_before_episodes_still_reads_and_episodes_keep_their_default() -> None:
+    written = "identity=never,preference=never,relationship=never,project=never,context=10,temporary=2"
+    settings = load_settings({"MEMORY_TTL_DAYS": written, "MEMORY_HALF_LIFE_DAYS": written + ",episode=30"})
+    assert settings.formation.ttl_days["context"] == 10 and settings.formation.ttl_days["episode"] == 365
+    assert settings.retrieval.ranking.half_life_days["episode"] == 30
+    with pytest.raises(SettingsError, match="missing types: temporary"):
+        load_settings({"MEMORY_TTL_DAYS": "identity=never,preference=never,relationship=never,project=never,"
+                                          "context=10,episode=5"})
+
+
 def test_the_database_allows_exactly_the_memory_types(database_url: str) -> None:
     with psycopg.connect(database_url) as conn:
         checks = conn.execute("SELECT pg_get_constraintdef(oid) AS check FROM pg_constraint "
                               "WHERE contype = 'c' AND conrelid = 'vectors'::regclass").fetchall()
     [check] = [check for (check,) in checks if "memory_type" in check]
-    assert sorted(re.findall(r"'([^']*)'::text", check)) == sorted(MEMORY_TYPES), check
+    assert sorted(re.findall(r"'([^']*)'::text", check)) == sorted(STORED_TYPES), check

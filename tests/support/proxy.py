@@ -42,6 +42,9 @@ def make_env(database_url: str, data_dir: Path, **overrides: str) -> dict[str, s
         # Tests of thresholds and isolation hold one or two memories per user: search them, as for a user
         # with many (the inject-all rule for few memories is tested on its own in test_retrieval.py).
         "RETRIEVAL_INJECT_ALL_BELOW": "0",
+        # Tests of facts see the facts alone; the episodic tier (the user's words kept too) has its own tests,
+        # tests/formation/test_episodes.py.
+        "EPISODES": "false",
         "LOG_FORMAT": "console",
     }
     env.update(overrides)

@@ -147,6 +147,9 @@ async def test_maintenance_expires_merges_and_prunes_into_the_history(db: Any, d
     twin_vector = [x + 0.001 for x in vector_for(BUN)]  # cosine > 0.99 to BUN
     newer = await memories.add_or_find_memory(db, user_id=USER_A, content="User codes with Bun.", embedding=twin_vector,
                                          model="mistral-embed", stated_at=now)
+    words = await memories.add_or_find_memory(  # the user's words said after it, as near: another kind, kept apart
+        db, user_id=USER_A, content="I code with Bun", embedding=[x + 0.002 for x in vector_for(BUN)],
+        model="mistral-embed", stated_at=now + timedelta(seconds=1), attributes=FactAttributes(memory_type="episode"))
     stale = await typed(db, USER_A, "User is preparing a talk.", "context", stated_at=now - timedelta(days=200))
     pinned_stale = await typed(db, USER_A, "User is writing a book.", "context", pinned=True,
                                stated_at=now - timedelta(days=200))
@@ -160,7 +163,7 @@ async def test_maintenance_expires_merges_and_prunes_into_the_history(db: Any, d
                                                                                "pruned": 0, "history_purged": 0}
     cur = await db.execute("SELECT vector_id FROM users_vectors WHERE user_id = %s AND superseded_at IS NULL",
                            [USER_A])
-    assert {r[0] for r in await cur.fetchall()} == {newer, pinned_stale, identity}
+    assert {r[0] for r in await cur.fetchall()} == {newer, words, pinned_stale, identity}
     cur = await db.execute("SELECT action, old_vector_id, new_vector_id FROM memory_updates WHERE user_id = %s",
                            [USER_A])
     assert sorted(await cur.fetchall(), key=str) == sorted(
