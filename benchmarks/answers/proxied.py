@@ -29,6 +29,8 @@ from typing import Any
 
 import httpx
 
+from memory_proxy.settings import MEMORY_TYPES
+
 from ..formation_quality.proxy_runner import ProxyRun, _llm_counts, proxy_serving
 from ..formation_quality.scripted import OracleScript
 from ..openwebui.stack import ModelsShim, served_model
@@ -40,7 +42,7 @@ FEEDS = ("model", "oracle", "words")
 SYSTEMS: dict[str, dict[str, dict[str, str]]] = {
     "model": {"facts": {"EPISODES": "false"}, "both": {"EPISODES": "true"},
               "both_tools": {"EPISODES": "true", "MEMORY_TOOLS": "search", "MEMORY_TOOLS_INJECT": "threshold"}},
-    "oracle": {"oracle": {"EPISODES": "false"}},
+    "oracle": {"oracle": {"EPISODES": "false"}, "oracle_both": {"EPISODES": "true"}},
     "words": {"episodes": {"EPISODES": "true"}},
 }
 USER = "answers-user"
@@ -74,8 +76,19 @@ async def feed(conversation: Conversation, kind: str, memory_llm: str | None, da
                               "tokens": after["prompt"] + after["completion"] - before["prompt"] - before["completion"]})
                 history += [{"role": "user", "content": turn.user}, {"role": "assistant", "content": turn.assistant}]
             log(f"{conversation.id} {kind}: session {session.number} fed ({len(turns)} turns)")
-        held = (await served.client.get("/api/v1/memories", params={"user": USER, "limit": 1})).json()
-    return {"turns": turns, "memories": held.get("total")}
+        held = {kind: await _count(served.client, kind) for kind in ("episode", *MEMORY_TYPES)}
+    return {"turns": turns, "memories": held}
+
+
+async def _count(client: httpx.AsyncClient, kind: str) -> int:
+    """How many active memories of this kind the user holds (the management API, page by page)."""
+    count, cursor = 0, None
+    while True:
+        page = (await client.get("/api/v1/memories", params={"user": USER, "type": kind, "limit": 100,
+                                                              **({"cursor": cursor} if cursor else {})})).json()
+        count += len(page["data"])
+        if not (cursor := page.get("next_cursor")):
+            return count
 
 
 async def questions(conversation: Conversation, data: Path, chat_llm: str, env: dict[str, str]) -> list[dict[str, Any]]:

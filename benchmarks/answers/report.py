@@ -12,7 +12,7 @@ from ..formation_quality.locomo import found
 from .conversations import CATEGORIES, Conversation, case
 from .scoring import f1, holds_answer
 
-ORDER = ("none", "whole", "raw", "mem0", "facts", "episodes", "both", "both_tools", "oracle")
+ORDER = ("none", "whole", "raw", "mem0", "facts", "episodes", "both", "both_tools", "oracle", "oracle_both")
 
 
 def scored(conversation: Conversation, result: dict[str, Any]) -> list[dict[str, Any]]:

@@ -45,7 +45,10 @@ def within_budget(always_on: list[Memory], query: list[Memory], budget_tokens: i
     """The memories to inject, in order: the always-on tier while it fits in half the budget, then the
     query tier while the whole budget allows, then the user's teams' memories in what is left (a team,
     however large, never crowds out the user's own). A memory too long to fit is passed over, not cut. The
-    budget counts the memory lines, not the block's fixed instructions (about 110 tokens)."""
+    budget counts the memory lines, not the block's fixed instructions (about 60 tokens).
+
+    They are shown best first: the query tier's in their ranking, then the always-on ones it did not find, then
+    the teams' (a small model reads the first lines most: docs/BENCHMARKS.md#answers)."""
     chosen: list[Memory] = []
     seen: set[tuple[str, str]] = set()
     used = 0
@@ -56,7 +59,10 @@ def within_budget(always_on: list[Memory], query: list[Memory], budget_tokens: i
                 chosen.append(memory)
                 seen.add((memory.team, memory.id))
                 used += cost
-    return chosen
+    found = {(m.team, m.id): rank for rank, m in enumerate(query)}
+    tier_of = {(m.team, m.id): 1 for m in always_on} | {(m.team, m.id): 2 for m in team or []}
+    return sorted(chosen, key=lambda m: (0, found[m.team, m.id]) if (m.team, m.id) in found
+                  else (tier_of[m.team, m.id], 0))  # stable: each tier keeps its own order
 
 
 def has_client_memory(messages: list[Any]) -> bool:
