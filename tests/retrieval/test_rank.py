@@ -121,7 +121,7 @@ def test_defaults_are_the_documented_ones() -> None:
     assert (ranking.rrf_k, ranking.relevance, ranking.recency, ranking.frequency, ranking.mmr_lambda) == \
         (60, 0.8, 0.15, 0.05, 0.7)
     assert ranking.half_life_days == {"identity": None, "preference": 180.0, "relationship": 365.0,
-                                      "project": 60.0, "context": 7.0, "temporary": 1.0}
+                                      "project": 60.0, "context": 7.0, "temporary": 1.0, "episode": 90.0}
 
 
 def test_the_best_fused_score_counts_the_late_interaction_arm_when_it_ran() -> None:

@@ -76,8 +76,9 @@ async def test_sigkill_with_jobs_queued_and_running(database_url: str, tmp_path:
         per_user = conn.execute("SELECT user_id, count(*) FROM users_vectors GROUP BY user_id").fetchall()
         vectors = conn.execute("SELECT count(*) FROM vectors").fetchone()[0]
         attempts = sorted(r[0] for r in conn.execute("SELECT attempts FROM memory_jobs").fetchall())
-    assert sorted(per_user) == [(user, 1) for user in USERS]  # every job applied, none twice
-    assert vectors == 6  # and no orphan vector from a half-done job
+    # every job applied, none twice: its fact and its episode (the user's words, EPISODES on by default)
+    assert sorted(per_user) == [(user, 2) for user in USERS]
+    assert vectors == 12  # and no orphan vector from a half-done job
     assert attempts == [1, 1, 1, 1, 2, 2]  # the two running jobs were taken over after their lease
     assert output.count('"memory_decision"') == 6 and output.count('"status": "done"') == 6
 

@@ -87,7 +87,8 @@ async def test_the_token_budget_caps_the_injection_and_always_on_takes_at_most_h
     client = await proxy(INJECT_TOKEN_BUDGET="60")
     response = await client.post(CHAT, json=chat_body(RUNTIME_Q), headers=user_headers(USER_A))
     injected = response.json()["memories"]
-    assert len(injected) == 2 and injected[-1] == bun  # one identity line (~27 tokens ≤ 30), then the query tier
+    # one identity line (~27 tokens ≤ 30), then the query tier; shown best first: the query tier's
+    assert len(injected) == 2 and injected[0] == bun
     assert "identity fact" in system_text(sent_body(outside))
 
 
