@@ -98,7 +98,8 @@ MEMORY_LINKS = Gauge(
 MEMORY_USERS = Gauge("memory_proxy_memory_users", "Users holding at least one memory.")
 DECISIONS = Counter(
     "memory_proxy_decisions_total",
-    "Formation decisions by action (add, replace, refine, ignore, forget). Replacement rate: "
+    "Formation decisions by action (add, replace, refine, ignore, forget; episode: the user's words kept, EPISODES). "
+    "Replacement rate: "
     "rate(…{action=~\"replace|refine\"}) / rate(…); dedup rate: rate(…{action=\"ignore\"}) / rate(…).",
     ["action"],
 )

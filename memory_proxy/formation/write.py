@@ -98,8 +98,8 @@ async def _write_episodes(conn: AsyncConnection[Any], job: jobs.Job, episodes: l
     for r in episodes:
         new_id = await memories.add_memory(conn, user_id=job.user_id, content=r.fact, embedding=r.embedding,
                                            model=model, stated_at=job.said_at, attributes=r.attributes)
-        applied.append({"fact": r.fact, "action": "add" if new_id else "ignore", "target_id": None,
-                        "reason": r.reason if new_id else "exact duplicate", "memory_id": new_id})
+        applied.append({"fact": r.fact, "action": "episode", "target_id": None,  # apart: the facts' rates stay theirs
+                        "reason": r.reason if new_id else f"{r.reason}: already held", "memory_id": new_id})
     return applied
 
 

@@ -12,7 +12,15 @@ import pytest
 from memory_proxy.formation.episodes import MAX_EPISODES_PER_TURN, PIECE_BYTES, episode_texts
 from memory_proxy.store.scope import in_user_scope
 from tests.support.data import API, BUN, BUN_MSG, CHAT, RUNTIME_Q, USER_A, USER_B
-from tests.support.proxy import active_texts, chat_body, make_env, sent_body, system_text, user_headers
+from tests.support.proxy import (
+    active_texts,
+    chat_body,
+    make_env,
+    metric,
+    sent_body,
+    system_text,
+    user_headers,
+)
 
 NODE_MSG = "I switched from Bun to Node"
 NODE = "User is a software engineer who uses Node."
@@ -47,9 +55,13 @@ def test_long_words_are_kept_in_pieces_cut_between_words_and_redacted() -> None:
 async def test_a_turn_keeps_the_users_words_beside_its_fact_and_a_fact_is_never_compared_with_them(
         client: Any, outside: Any, db: Any, worker: Any, memory_llm: Any) -> None:
     memory_llm.extract = facts_for
+    added, episodes = metric("memory_proxy_decisions_total", action="add"), metric("memory_proxy_decisions_total",
+                                                                                    action="episode")
     await client.post(CHAT, json=chat_body(BUN_MSG), headers=user_headers(USER_A))
     assert await worker.run_until_idle() == 1
     assert await kinds(db, USER_A) == [("episode", BUN_MSG), ("preference", BUN)]
+    assert metric("memory_proxy_decisions_total", action="add") == added + 1  # the fact's rates stay the facts'
+    assert metric("memory_proxy_decisions_total", action="episode") == episodes + 1
     assert await kinds(db, USER_B) == []
     await client.post(CHAT, json=chat_body(NODE_MSG), headers=user_headers(USER_A))
     assert await worker.run_until_idle() == 1
