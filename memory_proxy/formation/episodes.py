@@ -3,7 +3,7 @@
 A fact formed by a small model loses what it did not extract; the user's words lose nothing, and raw-turn
 retrieval answers more LoCoMo questions than facts do (docs/BENCHMARKS.md#answers). So each turn's own words
 (formation/evidence.own_words: without what the user pasted or quoted, redacted like every memory) are kept
-beside the facts formed from them, in pieces of at most MAX_MEMORY_BYTES cut between words, dated by the turn.
+beside the facts formed from them, in pieces of at most PIECE_BYTES cut between words, dated by the turn.
 
 An episode is searched and injected as any memory, but never compared with a fact nor replaced by one (the
 facts' neighbours leave episodes out: store/search.neighbour_facts), never counted under MAX_MEMORIES_PER_USER:
