@@ -11,7 +11,18 @@ import pytest
 
 from memory_proxy.formation.episodes import MAX_EPISODES_PER_TURN, PIECE_BYTES, episode_texts
 from memory_proxy.store.scope import in_user_scope
-from tests.support.data import API, BUN, BUN_MSG, CHAT, RUNTIME_Q, USER_A, USER_B
+from tests.support.data import (
+    API,
+    BUN,
+    BUN_MSG,
+    CHAT,
+    NODE,
+    NODE_MSG,
+    RUNTIME_Q,
+    USER_A,
+    USER_B,
+    runtime_facts,
+)
 from tests.support.proxy import (
     active_texts,
     chat_body,
@@ -22,17 +33,11 @@ from tests.support.proxy import (
     user_headers,
 )
 
-NODE_MSG = "I switched from Bun to Node"
-NODE = "User is a software engineer who uses Node."
-
 
 @pytest.fixture
 def env(database_url: str, tmp_path: Path) -> dict[str, str]:
     return make_env(database_url, tmp_path, EPISODES="true")
 
-
-def facts_for(message: str) -> list[Any]:
-    return {BUN_MSG: [BUN], NODE_MSG: [{"fact": NODE, "replaces_text": BUN}]}.get(message, [])
 
 
 async def kinds(db: Any, user_id: str) -> list[tuple[str, str]]:
@@ -54,7 +59,7 @@ def test_long_words_are_kept_in_pieces_cut_between_words_and_redacted() -> None:
 
 async def test_a_turn_keeps_the_users_words_beside_its_fact_and_a_fact_is_never_compared_with_them(
         client: Any, outside: Any, db: Any, worker: Any, memory_llm: Any) -> None:
-    memory_llm.extract = facts_for
+    memory_llm.extract = runtime_facts
     added, episodes = metric("memory_proxy_decisions_total", action="add"), metric("memory_proxy_decisions_total",
                                                                                     action="episode")
     await client.post(CHAT, json=chat_body(BUN_MSG), headers=user_headers(USER_A))
@@ -96,7 +101,7 @@ async def test_what_the_user_pasted_and_trivial_turns_are_not_kept(
 async def test_past_the_episode_cap_the_oldest_is_retired_and_facts_are_not_counted(
         client: Any, outside: Any, db: Any, worker: Any, memory_llm: Any) -> None:
     worker.settings = replace(worker.settings, max_episodes=2, max_memories=1)
-    memory_llm.extract = facts_for
+    memory_llm.extract = runtime_facts
     for message in (BUN_MSG, "first thought", "second thought"):
         await client.post(CHAT, json=chat_body(message), headers=user_headers(USER_A))
         assert await worker.run_until_idle() == 1
@@ -136,7 +141,7 @@ async def test_export_and_erasure_take_the_episodes(client: Any, outside: Any, d
 
 async def test_a_question_about_a_fact_still_finds_the_fact(
         client: Any, outside: Any, db: Any, worker: Any, memory_llm: Any) -> None:
-    memory_llm.extract = facts_for
+    memory_llm.extract = runtime_facts
     await client.post(CHAT, json=chat_body(BUN_MSG), headers=user_headers(USER_A))
     assert await worker.run_until_idle() == 1
     await client.post(CHAT, json=chat_body(RUNTIME_Q), headers=user_headers(USER_A))

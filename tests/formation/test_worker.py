@@ -19,7 +19,19 @@ from structlog.testing import capture_logs
 from memory_proxy.job_payload import VERSION, FormationPayload
 from memory_proxy.store import jobs
 from memory_proxy.store.scope import in_user_scope
-from tests.support.data import BUN, BUN_MSG, CHAT, OLD_PAYLOAD, PROXY_KEY, RUNTIME_Q, USER_A, USER_B
+from tests.support.data import (
+    BUN,
+    BUN_MSG,
+    CHAT,
+    NODE,
+    NODE_MSG,
+    OLD_PAYLOAD,
+    PROXY_KEY,
+    RUNTIME_Q,
+    USER_A,
+    USER_B,
+    runtime_facts,
+)
 from tests.support.fakes import chunk, completion, sse
 from tests.support.proxy import (
     active_texts,
@@ -31,16 +43,9 @@ from tests.support.proxy import (
     user_headers,
 )
 
-NODE_MSG = "I switched from Bun to Node"
-NODE = "User is a software engineer who uses Node."
-
-
 CAT_MSG = "my cat Miso turned 3 today"
 CAT = "User has a cat called Miso."
 
-
-def facts_for(message: str) -> list[str]:
-    return {BUN_MSG: [BUN], NODE_MSG: [{"fact": NODE, "replaces_text": BUN}]}.get(message, [])
 
 
 async def job_rows(db: Any) -> list[tuple]:
@@ -72,7 +77,7 @@ async def test_a_chat_turn_writes_the_earlier_messages_as_structured_messages_an
 
 async def test_a_job_written_in_the_old_payload_format_is_formed(db: Any, worker: Any, memory_llm: Any) -> None:
     """A queued or dead job outlives an upgrade: the worker reads the flattened context lines too."""
-    memory_llm.extract = facts_for
+    memory_llm.extract = runtime_facts
     async with in_user_scope(db, USER_A):
         await db.execute("INSERT INTO memory_jobs (user_id, payload, said_at) VALUES (%s, %s, now())",
                          [USER_A, Jsonb(OLD_PAYLOAD)])
@@ -149,7 +154,7 @@ async def test_database_down_mid_run_chat_goes_on_and_the_job_is_written_when_it
 # ---------------------------------------------------------------- learn, replace, retrieve
 
 async def test_learn_replace_and_retrieve(client: Any, outside: Any, db: Any, worker: Any, memory_llm: Any) -> None:
-    memory_llm.extract = facts_for  # no `replaces` pointer: the user's "switched from Bun" is enough
+    memory_llm.extract = runtime_facts  # no `replaces` pointer: the user's "switched from Bun" is enough
     replaced_before = metric("memory_proxy_decisions_total", action="replace")
 
     # 1. A tells a fact → one memory for A alone, one decision line
@@ -194,7 +199,7 @@ async def test_a_user_at_the_memory_cap_gets_no_new_memory_but_updates_still_hap
     """One user sent 1,000 turns and held 10,000 active memories. At MAX_MEMORIES_PER_USER a new fact is
     dropped (counted, logged); a replacement keeps the count, so it still happens."""
     worker.settings = replace(worker.settings, max_memories=2)
-    memory_llm.extract = lambda message: {CAT_MSG: [CAT]}.get(message) or facts_for(message)
+    memory_llm.extract = lambda message: {CAT_MSG: [CAT]}.get(message) or runtime_facts(message)
     await client.post(CHAT, json=chat_body(BUN_MSG), headers=user_headers(USER_A))
     await add_memory(db, USER_A, "User lives in Lyon.")
     assert await worker.run_until_idle() == 1 and len(await active_texts(db, USER_A)) == 2
@@ -218,7 +223,7 @@ async def test_the_same_fact_in_20_parallel_requests_leaves_one_memory(
     from memory_proxy.formation.worker import Worker
     from memory_proxy.services import open_services
 
-    memory_llm.extract = facts_for
+    memory_llm.extract = runtime_facts
     await asyncio.gather(*(client.post(CHAT, json=chat_body(BUN_MSG), headers=user_headers(USER_A))
                            for _ in range(20)))
     assert len(await job_rows(db)) == 20
@@ -252,7 +257,7 @@ async def test_a_shared_memory_is_unlinked_only_for_the_user_who_changed(
         db: Any, worker: Any, memory_llm: Any) -> None:
     from memory_proxy.store.memories import link_vector
 
-    memory_llm.extract = facts_for
+    memory_llm.extract = runtime_facts
     bun = await add_memory(db, USER_A, BUN)
     await db.execute("UPDATE vectors SET stated_at = now() - interval '1 day' WHERE id = %s", [bun])
     assert await link_vector(db, USER_B, bun)
@@ -270,7 +275,7 @@ async def test_a_failing_memory_llm_is_retried_then_dead_and_chat_is_unaffected(
     from memory_proxy.services import open_services
     from memory_proxy.settings import load_settings
 
-    memory_llm.extract = facts_for
+    memory_llm.extract = runtime_facts
     if fault == "timeout":
         memory_llm.hang = asyncio.Event()
     else:
@@ -319,7 +324,7 @@ async def test_a_busy_memory_llm_server_is_queueing_not_failure(
     from memory_proxy.services import open_services
     from memory_proxy.settings import load_settings
 
-    memory_llm.extract = facts_for
+    memory_llm.extract = runtime_facts
     memory_llm.hang = asyncio.Event()
     settings = load_settings({**env, "JOB_MAX_ATTEMPTS": "1", "MEMORY_LLM_TIMEOUT": "0.2"})
     timeouts = metric("memory_proxy_llm_calls_total", purpose="extract", outcome="timeout")
@@ -355,7 +360,7 @@ async def test_a_ten_minute_memory_llm_outage_kills_no_job(db: Any, worker: Any,
                                                            outage: Any) -> None:
     """5xx and refused connections spent attempts: an outage of more than ~150 s killed every job written before
     it. A server that is down is waited for like a busy one (JOB_BUSY_MAX_SECONDS), its jobs' attempts kept."""
-    memory_llm.extract = facts_for
+    memory_llm.extract = runtime_facts
     users = [f"user-{n}" for n in range(10)]
     for user in users:
         await jobs.enqueue(db, user_id=user, said_at=datetime.now(UTC), payload=FormationPayload(BUN_MSG))
@@ -414,7 +419,7 @@ async def test_a_reply_that_can_never_be_read_is_an_empty_answer_not_a_failed_jo
         client: Any, outside: Any, db: Any, worker: Any, memory_llm: Any, purpose: str, reply: str,
         finish: str) -> None:
     await add_memory(db, USER_A, BUN)
-    memory_llm.extract = facts_for
+    memory_llm.extract = runtime_facts
     memory_llm.raw = {purpose: reply}
     memory_llm.finish_reason = finish
     before = metric("memory_proxy_llm_calls_total", purpose=purpose, outcome="malformed")
@@ -432,7 +437,7 @@ async def test_a_reply_that_can_never_be_read_is_an_empty_answer_not_a_failed_jo
 
 async def test_a_job_whose_worker_died_is_taken_over_after_its_lease(
         db: Any, worker: Any, memory_llm: Any) -> None:
-    memory_llm.extract = facts_for
+    memory_llm.extract = runtime_facts
     await jobs.enqueue(db, user_id=USER_A, said_at=datetime.now(UTC), payload=FormationPayload(BUN_MSG))
     [claimed] = await jobs.claim(db, worker_id="dead-worker", limit=5, lease_s=0.05)  # then it "dies"
     assert await worker.run_until_idle() == 0  # its lease is still valid
@@ -472,7 +477,7 @@ async def test_every_provider_and_mode_forms_memories(env: dict, outside: Any, d
     from memory_proxy.services import open_services
     from memory_proxy.settings import load_settings
 
-    memory_llm.extract = facts_for
+    memory_llm.extract = runtime_facts
     settings = load_settings({**env, "MEMORY_LLM_PROVIDER": provider, "MEMORY_LLM_MODE": mode})
     calls = metric("memory_proxy_llm_calls_total", purpose="extract", outcome="ok")
     tokens = metric("memory_proxy_llm_tokens_total", purpose="extract", kind="prompt")

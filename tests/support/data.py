@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from memory_proxy.job_payload import Message
 
@@ -40,6 +41,14 @@ BUN_MSG = "I'm a software engineer and I use Bun"
 BUN = "User is a software engineer who uses Bun."
 BERLIN = "User lives in Berlin."
 RUNTIME_Q = "Which JavaScript runtime should I use for my next project?"
+# The turn after BUN_MSG, from which the fake memory LLM extracts NODE, replacing BUN (`runtime_facts`).
+NODE_MSG = "I switched from Bun to Node"
+NODE = "User is a software engineer who uses Node."
+
+
+def runtime_facts(message: str) -> list[Any]:
+    """The fake memory LLM's extraction for BUN_MSG and NODE_MSG (FakeMemoryLLM.extract): BUN, then NODE replacing it."""
+    return {BUN_MSG: [BUN], NODE_MSG: [{"fact": NODE, "replaces_text": BUN}]}.get(message, [])
 # A team's memory holding three of RUNTIME_Q's five words (javascript, runtime, project): it qualifies by its words.
 DENO = "The team's JavaScript runtime for every project is Deno."
 
