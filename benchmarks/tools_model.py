@@ -85,16 +85,21 @@ class System:
     errors: int = 0
 
 
-def usage_tokens(tail: str) -> int:
-    """prompt + completion tokens of one reply, from the last event of its end that carries a usage."""
+def reply_usage(tail: str) -> tuple[int, int]:
+    """(prompt, completion) tokens of one reply, from the last event of its end that carries a usage."""
     for line in reversed(tail.splitlines()):
         if line.startswith("data:") and '"usage"' in line:
             try:
                 usage = json.loads(line[5:]).get("usage") or {}
             except ValueError:
                 continue
-            return int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
-    return 0
+            return int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))
+    return 0, 0
+
+
+def usage_tokens(tail: str) -> int:
+    """prompt + completion tokens of one reply."""
+    return sum(reply_usage(tail))
 
 
 def made_calls(request: dict[str, Any]) -> list[str]:

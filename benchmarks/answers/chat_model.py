@@ -7,7 +7,6 @@ each reply (its usage: prompt and completion tokens, every round of a turn summe
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -16,6 +15,7 @@ from typing import Any
 import httpx
 
 from ..openwebui.stack import ModelsShim
+from ..tools_model import reply_usage, streamed
 
 ANSWER_MAX_TOKENS = 150  # a reply long enough for any LoCoMo answer, short enough for 2 cores
 
@@ -40,17 +40,6 @@ class Reply:
         return asdict(self)
 
 
-def _usage(tail: str) -> tuple[int, int]:
-    for line in reversed(tail.splitlines()):
-        if line.startswith("data:") and '"usage"' in line:
-            try:
-                usage = json.loads(line[5:]).get("usage") or {}
-            except ValueError:
-                continue
-            return int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))
-    return 0, 0
-
-
 def _given(body: dict[str, Any], question: str) -> list[str]:
     texts = []
     for message in body.get("messages", ()):
@@ -71,28 +60,17 @@ async def ask(client: httpx.AsyncClient, shim: ModelsShim, url: str, headers: di
             "max_tokens": ANSWER_MAX_TOKENS, "messages": messages, "probe": probe}
     reply = Reply(index)
     began = time.perf_counter()
-    pieces: list[str] = []
     try:
-        async with client.stream("POST", url, json=body, headers=headers) as response:
-            if response.status_code != 200:
-                raise RuntimeError(f"HTTP {response.status_code}: {(await response.aread())[:300]!r}")
-            async for line in response.aiter_lines():
-                if not line.startswith("data:") or line.strip() == "data: [DONE]":
-                    continue
-                for choice in json.loads(line[5:]).get("choices") or ():
-                    piece = (choice.get("delta") or {}).get("content")
-                    if piece:
-                        reply.first_token_s = reply.first_token_s or time.perf_counter() - began
-                        pieces.append(piece)
+        reply.text, first_ms, _ = await streamed(client, url, headers, body)
+        reply.first_token_s = first_ms / 1000
     except (RuntimeError, httpx.HTTPError, ValueError) as exc:
         reply.error = f"{type(exc).__name__}: {exc}"
     reply.seconds = time.perf_counter() - began
-    reply.text = "".join(pieces)
     mine = [n for n in shim.requests if (n.get("body") or {}).get("probe") == probe]
     shim.requests[:] = [n for n in shim.requests if n not in mine]
     reply.requests = len(mine)
     for note in mine:
-        prompt, completion = _usage(note.get("tail", ""))
+        prompt, completion = reply_usage(note.get("tail", ""))
         reply.prompt_tokens += prompt
         reply.completion_tokens += completion
         reply.given += _given(note.get("body") or {}, question)
