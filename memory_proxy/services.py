@@ -22,6 +22,7 @@ from .formation.memory_llm import MemoryLLM
 from .http.group_mirror import GroupMirror
 from .observability import DATABASE_RESTARTS, log
 from .redact.scan_pool import Scanner
+from .retrieval.about_user import AboutUser
 from .retrieval.indexes import Indexes
 from .retrieval.use_counts import UseCounts
 from .settings import Settings
@@ -36,6 +37,7 @@ class Services:
     pool: AsyncConnectionPool
     upstream: Upstream
     embedder: Embedder
+    about_user: AboutUser  # whether a question asks about the user as a whole (the embedder decides)
     llm: MemoryLLM
     ready: asyncio.Event  # set once the database answered and is migrated
     outbox: Outbox
@@ -164,7 +166,7 @@ async def open_services(settings: Settings, http_client: httpx.AsyncClient | Non
             tokenize = (embedder.tokens_sync  # late interaction (retrieval/late_interaction.py): the local model's word states
                         if isinstance(embedder, WordsEmbedder) and settings.retrieval.ranking.late_weight > 0 else None)
             services = Services(settings=settings, pool=pool, upstream=upstream, embedder=embedder,
-                                llm=MemoryLLM(settings.memory_llm, clients[0]), ready=ready, outbox=outbox,
+                                about_user=AboutUser(embedder), llm=MemoryLLM(settings.memory_llm, clients[0]), ready=ready, outbox=outbox,
                                 clock=clock, uses=UseCounts(pool),
                                 indexes=Indexes(pool, model=settings.embedding.model,
                                                 budget_bytes=settings.retrieval.index_mb << 20 if search_index else 0,

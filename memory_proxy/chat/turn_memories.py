@@ -44,7 +44,7 @@ async def turn_memories(services: Services, user_id: str, body: dict[str, Any],
     """The user's memories for this turn within the token budget, or none if the memory side fails; with
     `always_on_only`, only the always-on tier (pinned and identity memories) is injected."""
     started = time.perf_counter()
-    plain, always_on, outcome, reason = await _retrieved(services, user_id, body, groups)
+    plain, always_on, outcome, reason, whole = await _retrieved(services, user_id, body, groups)
     memories = always_on if always_on_only else plain
     if outcome in ("hit", "miss"):
         outcome = "hit" if memories else "miss"
@@ -55,7 +55,8 @@ async def turn_memories(services: Services, user_id: str, body: dict[str, Any],
         services.indexes.used(holder, ids)
     return TurnRetrieval(memories, plain, outcome, {
         "user_id": user_id, "outcome": outcome, "count": len(memories), "ids": [m.id for m in memories],
-        "ms": round((time.perf_counter() - started) * 1000, 1), **({"reason": reason} if reason else {})})
+        "ms": round((time.perf_counter() - started) * 1000, 1), **({"reason": reason} if reason else {}),
+        **({"about_user": True} if whole else {})})
 
 
 def _by_holder(user_id: str, memories: list[Memory]) -> dict[str, list[str]]:
@@ -66,13 +67,13 @@ def _by_holder(user_id: str, memories: list[Memory]) -> dict[str, list[str]]:
 
 
 async def _retrieved(services: Services, user_id: str, body: dict[str, Any],
-                     groups: list[str] | None) -> tuple[list[Memory], list[Memory], str, str]:
+                     groups: list[str] | None) -> tuple[list[Memory], list[Memory], str, str, bool]:
     """(both tiers within the budget, the always-on tier alone within it, outcome: hit, miss, skipped or failed,
-    and why: the fail-open reason — of the whole retrieval, or of the search when recent memories stood in —, or
-    the skip's)."""
+    why: the fail-open reason — of the whole retrieval, or of the search when recent memories stood in —, or
+    the skip's, and whether the message asked about the user as a whole)."""
     messages = body["messages"]
     if has_client_memory(messages):
-        return [], [], "skipped", "client_memory"
+        return [], [], "skipped", "client_memory", False
     retrieval = services.settings.retrieval
     try:
         services.require_database()
@@ -81,6 +82,7 @@ async def _retrieved(services: Services, user_id: str, body: dict[str, Any],
         mirror = (None if groups is None else
                   functools.partial(services.mirror.mirror_on, user_id=user_id, groups=groups))
         found = await memories_for_turn(pool=services.pool, embedder=services.embedder, user_id=user_id,
+                                        about_user=services.about_user,
                                         query=search_query(users_message(messages)), settings=retrieval,
                                         indexes=services.indexes, embedder_breaker=services.embedder_breaker,
                                         mirror=mirror)
@@ -89,11 +91,11 @@ async def _retrieved(services: Services, user_id: str, body: dict[str, Any],
         if exc.reason.startswith("database_") and exc.reason != "database_not_ready":
             services.breaker.failure()
         FAIL_OPEN.labels(exc.reason).inc()
-        return [], [], "failed", exc.reason
+        return [], [], "failed", exc.reason, False
     except Exception:  # noqa: BLE001 - a bug on the memory side: the turn is still relayed, and it is counted
         FAIL_OPEN.labels("internal_error").inc()
         log.exception("retrieval_error")  # the traceback; the turn's memory_retrieval line follows
-        return [], [], "failed", "internal_error"
+        return [], [], "failed", "internal_error", False
     memories = within_budget(found.always_on, found.query, retrieval.token_budget, found.team)
     always_on = within_budget(found.always_on, [], retrieval.token_budget)
-    return memories, always_on, "hit" if memories else "miss", found.fallback
+    return memories, always_on, "hit" if memories else "miss", found.fallback, found.about_user

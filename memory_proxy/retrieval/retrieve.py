@@ -3,7 +3,8 @@
 - always-on tier: the user's pinned and identity memories, read without any search (a
   pre-fetch): the assistant always knows who it talks to;
 - query tier: the user's memories for this message, by hybrid search (store/search.py) and ranking
-  (retrieval/rank.py). Skipped for contentless messages ("ok", "thanks": selective retrieval). When the
+  (retrieval/rank.py). Skipped for contentless messages ("ok", "thanks": selective retrieval). A question about
+  the user as a whole ("what do you know about me?", retrieval/about_user.py) begins with their newest facts. When the
   user has five or fewer memories, all of them, newest first (no search can beat "all"); when
   the embedder fails or is slow, the most recent memories instead (the fallback tier) — and, once it has
   failed repeatedly, without asking it for a while (the embedder's breaker, memory_proxy/breaker.py: a hung
@@ -44,6 +45,7 @@ from ..settings import EPISODE, RetrievalSettings
 from ..store import search, snapshot, teams
 from ..store.scoring import RECENT_LIMIT
 from ..store.teams import Holder
+from .about_user import AboutUser
 from .contentless import contentless
 from .indexes import Indexes
 from .rank import rank
@@ -51,6 +53,7 @@ from .user_index import Query
 
 EMBED_SHARE = 0.7  # share of the time budget the embedder may use, so that the fallback still has time
 CANDIDATES_PER_RESULT = 3  # hits fetched per memory wanted, for MMR and the minimum score to choose from
+PROFILE_READ = 20  # the newest facts a question about the user as a whole begins with (within the token budget)
 
 T = TypeVar("T")
 
@@ -61,6 +64,7 @@ class TurnMemories:
     query: list[Memory]
     fallback: str = ""  # why the most recent memories stood in for a search (the embedder's fail-open reason)
     team: list[Memory] = field(default_factory=list)  # the user's teams' memories for this message
+    about_user: bool = False  # the message asks about the user as a whole: the query tier begins with their profile
 
     @property
     def all(self) -> list[Memory]:
@@ -118,10 +122,12 @@ async def memories_for_turn(*, pool: psycopg_pool.AsyncConnectionPool, embedder:
                             query: str, settings: RetrievalSettings, indexes: Indexes | None = None,
                             embedder_breaker: Breaker | None = None,
                             mirror: Callable[[AsyncConnection[Any]], Awaitable[Any]] | None = None,
-                            ) -> TurnMemories:
+                            about_user: AboutUser | None = None) -> TurnMemories:
     """Both tiers for a chat turn (see the module docstring), within RETRIEVAL_TIMEOUT_MS; with `mirror` (the
     user's OpenWebUI groups a header named, TEAM_MIRROR=header), the user's mirrored memberships are made those
-    first: a failure there fails the whole retrieval, so that a removed member never reads on by accident."""
+    first: a failure there fails the whole retrieval, so that a removed member never reads on by accident. When
+    `about_user` finds that the message asks about the user as a whole ("what do you know about me?"), the query
+    tier begins with the user's profile: their PROFILE_READ newest facts (episodes left out), then what search found."""
     started = time.perf_counter()
     try:
         if mirror is not None:
@@ -139,17 +145,20 @@ async def memories_for_turn(*, pool: psycopg_pool.AsyncConnectionPool, embedder:
                                                                 found.personal.recent[:RECENT_LIMIT], reason),
                                      tiers=True, started=started, with_teams=False)
 
+        whole = vector is not None and about_user is not None and await about_user.asks(vector)
+
         def choose(found: search.Scoped) -> TurnMemories:
             mine = found.personal
             if vector is None:
                 return TurnMemories(mine.always_on, [])
             ranked = _ranked(mine, settings)
-            if len(mine.recent) <= settings.inject_all_below:  # all of the user's own, then what search adds
-                ranked = _unique([*mine.recent, *ranked])
-            return TurnMemories(mine.always_on, ranked, team=_team_tier(found, [*mine.always_on, *ranked], settings))
+            if whole or len(mine.recent) <= settings.inject_all_below:  # the profile, or all of the user's own
+                ranked = _unique([*mine.recent, *ranked])  # then what search adds
+            return TurnMemories(mine.always_on, ranked, team=_team_tier(found, [*mine.always_on, *ranked], settings),
+                                about_user=whole)
 
         return await _search(pool, indexes, embedder, user_id, query, vector, settings, choose, tiers=True,
-                             started=started, words=words, with_teams=vector is not None)
+                             started=started, words=words, with_teams=vector is not None, profile=whole)
     finally:
         RETRIEVAL_LATENCY.observe(time.perf_counter() - started)
 
@@ -175,18 +184,20 @@ async def _embedded(embedder: Embedder, query: str, settings: RetrievalSettings,
 async def _search(pool: psycopg_pool.AsyncConnectionPool, indexes: Indexes | None, embedder: Embedder,
                   user_id: str, query: str, vector: list[float] | None, settings: RetrievalSettings,
                   choose: Callable[[search.Scoped], TurnMemories], *, tiers: bool, with_teams: bool,
-                  started: float | None = None, words: np.ndarray | None = None) -> TurnMemories:
+                  started: float | None = None, words: np.ndarray | None = None, profile: bool = False) -> TurnMemories:
     """What `choose` picks of the user's scopes searched: their own, and with `with_teams` each team's they
     belong to; in the in-process indexes when all of them are held (retrieval/indexes.py; with the late-interaction
     arm when the query's `words` states came with its vector: retrieval/late_interaction.py; then what is picked is confirmed,
     `_still_active`), else in PostgreSQL. Which teams to search is the memberships this process saw last
     (`Indexes.teams_of`); the search reads them again, and a team the user joined since is searched in
-    PostgreSQL at once (one more round trip, once per new membership)."""
+    PostgreSQL at once (one more round trip, once per new membership). With `profile`, the newest tier read is the
+    PROFILE_READ newest facts."""
     if not settings.episodes:
         choose = _facts_only(choose)
     options: dict[str, Any] = {
         "limit": settings.top_k * CANDIDATES_PER_RESULT, "mode": settings.mode, "rrf_k": settings.ranking.rrf_k,
-        "weights": (1.0, settings.ranking.text_weight), "tiers": tiers}
+        "weights": (1.0, settings.ranking.text_weight), "tiers": tiers,
+        **({"recent": PROFILE_READ, "recent_facts": True} if profile else {})}
     team_limit = settings.team_top_k * CANDIDATES_PER_RESULT
     known = indexes.teams_of(user_id) if indexes is not None and with_teams else ()
     searched = [t.id for t in known or ()]

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..embedding.memory_document import embedding_text
 from ..records import Memory, SearchHit
+from ..settings import EPISODE
 from ..store import scoring, snapshot
 from ..store.scoring import ALWAYS_ON_LIMIT, RECENT_READ
 from ..store.search import SEARCH_CANDIDATES, Found
@@ -133,20 +134,23 @@ class UserIndex:
                    + sum(t.nbytes for t in tokens if t is not None))
 
     def search(self, query: Query, *, limit: int, mode: str, rrf_k: int, weights: tuple[float, float], tiers: bool,
-               now: datetime, word_states: np.ndarray | None = None, late_weight: float = 0.0) -> Found:
+               now: datetime, word_states: np.ndarray | None = None, late_weight: float = 0.0,
+               recent: int = RECENT_READ, recent_facts: bool = False) -> Found:
         """What store.search.search returns for this user (see the module docstring for the differences);
         with the states of the query's words and a `late_weight`, the candidates' fused scores also hold
         the late-interaction arm (retrieval/late_interaction.py), when this index holds the states of their words."""
         live = self._live(now)
         found = Found()
         if tiers:
+            shown = live if not recent_facts else live & np.array([m.memory_type != EPISODE for m in self.memories],
+                                                                    dtype=bool)  # (rare: questions about the user)
             if live is self.everyone:
-                always, recent = self.always_first, self.recent_order[:RECENT_READ].tolist()
+                always = self.always_first
             else:
                 always = self.always_order[(self.always_on & live)[self.always_order]][:ALWAYS_ON_LIMIT].tolist()
-                recent = self.recent_order[live[self.recent_order]][:RECENT_READ].tolist()
+            newest = self.recent_order if shown is self.everyone else self.recent_order[shown[self.recent_order]]
             found.always_on.extend(self.memories[i] for i in always)
-            found.recent.extend(self.memories[i] for i in recent)
+            found.recent.extend(self.memories[i] for i in newest[:recent].tolist())
         if not query.searching or not self.memories:
             return found
         # Each arm ranks its few candidates (a few hundred by sign bits, the memories holding a query word), never

@@ -129,6 +129,7 @@ tiers AS (
     (SELECT 'recent', """ + MEMORY_COLUMNS + """, row_number() OVER (ORDER BY uv.created_at DESC)
      FROM users_vectors uv JOIN vectors v ON v.id = uv.vector_id
      WHERE %(with_tiers)s AND uv.user_id = %(user_id)s AND uv.superseded_at IS NULL AND """ + LIVE + """
+       AND NOT (%(recent_facts)s AND uv.episode)
      ORDER BY uv.created_at DESC LIMIT %(recent)s)  -- the window's order: the index scan stops at the limit
 )
 SELECT 'hit', r.id, r.content, r.created_at, r.stated_at, r.memory_type, r."coalesce", r.fused, r.cosine,
@@ -199,12 +200,15 @@ async def search(
     weights: tuple[float, float] = (1.0, 1.0),
     include_global: bool = True,
     tiers: bool = False,
+    recent: int = RECENT_READ,
+    recent_facts: bool = False,
 ) -> Found:
     """The user's best `limit` candidates for a query (none without `embedding`), and with `tiers` the
-    always-on and recent tiers. `mode`: hybrid, vector or text (one arm only); `weights`: (vector, text)
-    in the fusion. On an idle connection: one round trip."""
+    always-on and recent tiers (the `recent` newest memories; with `recent_facts`, facts only). `mode`: hybrid,
+    vector or text (one arm only); `weights`: (vector, text) in the fusion. On an idle connection: one round trip."""
     params = _params(user_id=user_id, model=model, embedding=embedding, text=text, limit=limit, mode=mode,
-                     rrf_k=rrf_k, weights=weights, include_global=include_global, tiers=tiers)
+                     rrf_k=rrf_k, weights=weights, include_global=include_global, tiers=tiers, recent=recent,
+                     recent_facts=recent_facts)
     async with in_user_scope(conn, user_id):
         cur = await _send(conn, params)
     return _found(await cur.fetchall())
@@ -213,14 +217,15 @@ async def search(
 async def search_scopes(conn: AsyncConnection[Any], *, user_id: str, teams: Collection[str], model: str,
                         embedding: Sequence[float] | None, text: str = "", limit: int = 30, mode: str = "hybrid",
                         rrf_k: int = 60, weights: tuple[float, float] = (1.0, 1.0), tiers: bool = False,
-                        team_limit: int = 9) -> Scoped:
+                        team_limit: int = 9, recent: int = RECENT_READ, recent_facts: bool = False) -> Scoped:
     """`search` for the user, and for each of `teams` (those the caller believes the user belongs to) the
     team's own best `team_limit` candidates, ranked within the team (its BM25 statistics are its own); with the
     user's memberships now (the MAX_TEAMS_READ added last: only those are searched). One round trip on an idle
     connection: every statement runs in the user's scope, so a team the user has left returns no row
     (memory_proxy/store/migrations/0013), whatever the caller believed."""
     params = _params(user_id=user_id, model=model, embedding=embedding, text=text, limit=limit, mode=mode,
-                     rrf_k=rrf_k, weights=weights, include_global=True, tiers=tiers)
+                     rrf_k=rrf_k, weights=weights, include_global=True, tiers=tiers, recent=recent,
+                     recent_facts=recent_facts)
     async with in_user_scope(conn, user_id):
         held = await conn.execute(_MEMBERSHIPS, [user_id])
         mine = await _send(conn, params)
@@ -233,7 +238,8 @@ async def search_scopes(conn: AsyncConnection[Any], *, user_id: str, teams: Coll
 
 
 def _params(*, user_id: str, model: str, embedding: Sequence[float] | None, text: str, limit: int, mode: str,
-            rrf_k: int, weights: tuple[float, float], include_global: bool, tiers: bool) -> dict[str, Any]:
+            rrf_k: int, weights: tuple[float, float], include_global: bool, tiers: bool, recent: int = RECENT_READ,
+            recent_facts: bool = False) -> dict[str, Any]:
     searching = embedding is not None
     query = as_vector(embedding if embedding is not None else [0.0])
     return {"q": query, "user_id": user_id, "model": model,
@@ -242,7 +248,7 @@ def _params(*, user_id: str, model: str, embedding: Sequence[float] | None, text
             "use_vector": searching and mode != "text", "use_text": searching and mode != "vector" and bool(text),
             "common": COMMON_TERM_SHARE, "postings": POSTINGS_PER_TERM, "k1": BM25_K1, "b": BM25_B, "rrf_k": rrf_k,
             "w_vector": weights[0], "w_text": weights[1], "n": max(limit, 50), "limit": limit if searching else 0,
-            "with_tiers": tiers, "always": ALWAYS_ON_LIMIT, "recent": RECENT_READ}
+            "with_tiers": tiers, "always": ALWAYS_ON_LIMIT, "recent": recent, "recent_facts": recent_facts}
 
 
 async def _send(conn: AsyncConnection[Any], params: dict[str, Any]) -> AsyncCursor[Any]:

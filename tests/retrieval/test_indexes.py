@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -36,19 +35,6 @@ async def seed(db: Any, user: str = USER_A, count: int = 24) -> list[str]:
         text = f"User likes {WORDS[i % 8]} and {WORDS[(i * 3 + 1) % 8]}, note {i}."
         ids.append(await add_with_vector(db, text, basis((i % 5, 1.0), (10 + i, 0.3 + 0.05 * (i % 4))), user))
     return ids
-
-
-@pytest.fixture
-async def indexes(database_url: str) -> AsyncIterator[Indexes]:
-    """Indexes listening to the test's database, on a pool bound by row-level security as the app's."""
-    async with make_pool(database_url, 2) as pool:
-        held = Indexes(pool, model=MODEL, budget_bytes=64 << 20)
-        stop = asyncio.Event()
-        task = asyncio.create_task(held.run(database_url, stop))
-        await until(lambda: held.listening)
-        yield held
-        stop.set()
-        await task
 
 
 QUERIES = [("what about my parrot and the violin?", (0, 1.0)), ("coffee in berlin", (3, 0.8)),
