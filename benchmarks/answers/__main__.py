@@ -10,7 +10,8 @@ messages are sent as chat turns; then each question about them is asked in a new
 LLAMA_SERVER=native LLAMA_CTX=32768), streamed, temperature 0, at most 150 tokens.
 
 Systems: `none`, `whole`, `raw`, `mem0` (direct.py: straight to the model) and memory-proxy's `facts`, `episodes`,
-`both`, `both_tools`, `oracle` (proxied.py: through the proxy). Scores (scoring.py): the reply holds the answer
+`both`, `both_tools`, `oracle`, `oracle_both` (proxied.py: through the proxy), and `profile`, `profile_search`
+(profile.py: "what do you know about me?"). Scores (scoring.py): the reply holds the answer
 (its words, or for an adversarial question a reply that says it was not said), LoCoMo's F1, and with `--judge URL`
 a model's verdict. Results are kept per case and system under DIR; a system already there is not run again.
 """

@@ -34,6 +34,7 @@ from memory_proxy.settings import MEMORY_TYPES
 from ..formation_quality.proxy_runner import ProxyRun, _llm_counts, proxy_serving
 from ..formation_quality.scripted import OracleScript
 from ..openwebui.stack import ModelsShim, served_model
+from . import profile
 from .chat_model import ask
 from .conversations import Conversation, case
 
@@ -41,7 +42,8 @@ FEEDS = ("model", "oracle", "words")
 # the systems asked after each feed: their settings (every other setting the proxy's default)
 SYSTEMS: dict[str, dict[str, dict[str, str]]] = {
     "model": {"facts": {"EPISODES": "false"}, "both": {"EPISODES": "true"},
-              "both_tools": {"EPISODES": "true", "MEMORY_TOOLS": "search", "MEMORY_TOOLS_INJECT": "threshold"}},
+              "both_tools": {"EPISODES": "true", "MEMORY_TOOLS": "search", "MEMORY_TOOLS_INJECT": "threshold"},
+              **{name: {"EPISODES": "true"} for name in profile.SYSTEMS}},  # other questions: profile.py
     "oracle": {"oracle": {"EPISODES": "false"}, "oracle_both": {"EPISODES": "true"}},
     "words": {"episodes": {"EPISODES": "true"}},
 }
@@ -56,7 +58,9 @@ async def feed(conversation: Conversation, kind: str, memory_llm: str | None, da
                extra_env: dict[str, str]) -> dict[str, Any]:
     """Every turn of the user's through the proxy, each followed by its formation job; what it cost."""
     script = None if kind == "model" else OracleScript(fake=kind == "words")
-    env = {"FORMATION_PROVENANCE_CHECK": "false", "EPISODES": "true", **extra_env}  # every system's memories kept
+    # every system's memories kept; a memory-model call may take 3 minutes: at temperature 0 a reply that runs to
+    # MEMORY_LLM_MAX_TOKENS takes over the default 60 s on 2 shared cores, and would then be asked again for an hour
+    env = {"FORMATION_PROVENANCE_CHECK": "false", "EPISODES": "true", "MEMORY_LLM_TIMEOUT": "180", **extra_env}
     turns: list[dict[str, Any]] = []
     async with proxy_serving(script, llm_base_url=memory_llm if kind == "model" else None, data_dir=data,
                              log_file=data.parent / f"{data.name}-feed.log", extra_env=env) as served:
@@ -127,7 +131,9 @@ async def run(args: argparse.Namespace) -> None:
         if result.exists():
             continue
         began = time.monotonic()
-        replies = await questions(conversation, data, args.chat_llm, env)
+        with profile.answered_by(name):
+            replies = await questions(profile.asking(conversation) if name in profile.SYSTEMS else conversation,
+                                      data, args.chat_llm, env)
         result.write_text(json.dumps({"system": name, "feed": args.feed, "env": env, "replies": replies}))
         log(f"{args.case} {name}: {len(replies)} questions in {time.monotonic() - began:.0f} s")
 

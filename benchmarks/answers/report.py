@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..formation_quality.locomo import found
+from . import profile
 from .conversations import CATEGORIES, Conversation, case
 from .scoring import f1, holds_answer
 
@@ -67,6 +68,7 @@ def table(out: Path, cases: list[str]) -> str:
                 f"{reached}/{n - by_cat.get(5, 0)} | {statistics.mean(r['tokens'] for r in rows):.0f} | "
                 f"{statistics.mean(r['seconds'] for r in rows):.1f} | {_feed_cost(directory, feed) if feed else '—'} | "
                 f"{sum(r['error'] for r in rows)} |")
+        lines += profile.lines(directory, conversation)
         extra = directory / "whole.json"
         if extra.exists():
             fit = json.loads(extra.read_text()).get("fit")
