@@ -7,8 +7,8 @@ adversarial question (category 5: the answer was never said) whether the reply s
 - `found`: at least half of the answer's content words (three letters or more, not a stop word) are in the reply,
   compared on their first five letters (benchmarks/formation_quality/locomo.py's test, used by every earlier
   figure here).
-- `abstains`: the reply says the thing was not said or is not known ("not mentioned", "no information", "I don't
-  know", …): the right answer to an adversarial question, whatever words follow.
+- `abstains`: the reply says the thing was not said or is not known ("not mentioned", "never said", "no
+  information", "I don't know", …): the right answer to an adversarial question, whatever words follow.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from ..formation_quality.locomo import found as words_found
 _STEMMER = Stemmer.Stemmer("english")
 _ARTICLES = re.compile(r"\b(a|an|the|and)\b")
 _ABSTAINS = re.compile(
-    r"not (been )?(mentioned|said|stated|specified|discussed|provided|available|known|clear)|no (information|mention|"
+    r"(not|never) (been )?(mentioned|said|stated|specified|discussed|provided|available|known|clear)|no (information|mention|"
     r"record|details?|indication|evidence)|(don't|do not|doesn't|does not|can't|cannot|could not|couldn't) "
     r"(know|say|find|recall|remember|tell|determine|see)|unknown|not sure|no idea|unclear|isn't (mentioned|said)",
     re.I)
