@@ -186,6 +186,13 @@ SCAN_SECONDS = Histogram("memory_proxy_secret_scan_seconds",
                          "Time from asking for a scan off the event loop to its answer (waiting for a worker "
                          "included), by where (thread, process).", ["where"], buckets=_FAST_BUCKETS)
 
+LIMITED = Counter("memory_proxy_limited_total",
+                  "Chat requests refused with 429 by a fair-use limit (memory_proxy/limits/), by the kind of subject "
+                  "whose limit it was (key, user, model) and the limit (rpm, tpm, concurrent, daily_tokens).",
+                  ["kind", "limit"])
+LIMITS_FAIL_OPEN = Counter("memory_proxy_limits_fail_open_total",
+                           "Limit checks that could not reach the shared state in time (the request was admitted "
+                           "uncounted) and spent tokens not counted, by phase (admit, spend, load).", ["phase"])
 
 _DEFAULT_USER_ID_KEY = b"memory-proxy"  # without LOG_USER_ID_KEY: a stable pseudonym, not a secret one
 

@@ -20,6 +20,7 @@ from .embedding.embedders import Embedder, WordsEmbedder, build_embedder
 from .errors import MemoryUnavailable
 from .formation.memory_llm import MemoryLLM
 from .http.group_mirror import GroupMirror
+from .limits.limiter import Limiter
 from .observability import DATABASE_RESTARTS, log
 from .redact.scan_pool import Scanner
 from .retrieval.about_user import AboutUser
@@ -38,6 +39,7 @@ class Services:
     upstream: Upstream
     embedder: Embedder
     about_user: AboutUser  # whether a question asks about the user as a whole (the embedder decides)
+    limiter: Limiter  # fair use per key, user and model, shared by every replica
     llm: MemoryLLM
     ready: asyncio.Event  # set once the database answered and is migrated
     outbox: Outbox
@@ -166,7 +168,8 @@ async def open_services(settings: Settings, http_client: httpx.AsyncClient | Non
             tokenize = (embedder.tokens_sync  # late interaction (retrieval/late_interaction.py): the local model's word states
                         if isinstance(embedder, WordsEmbedder) and settings.retrieval.ranking.late_weight > 0 else None)
             services = Services(settings=settings, pool=pool, upstream=upstream, embedder=embedder,
-                                about_user=AboutUser(embedder), llm=MemoryLLM(settings.memory_llm, clients[0]), ready=ready, outbox=outbox,
+                                about_user=AboutUser(embedder),
+                                limiter=Limiter(settings.limits, pool), llm=MemoryLLM(settings.memory_llm, clients[0]), ready=ready, outbox=outbox,
                                 clock=clock, uses=UseCounts(pool),
                                 indexes=Indexes(pool, model=settings.embedding.model,
                                                 budget_bytes=settings.retrieval.index_mb << 20 if search_index else 0,

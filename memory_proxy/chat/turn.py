@@ -11,6 +11,7 @@ request ends. Memory failures never reach the client: they are counted and the c
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import replace
@@ -24,8 +25,9 @@ from litestar.response import Stream
 
 from ..errors import UpstreamError, openai_error
 from ..formation.memory_text import storable
-from ..http.auth import read_user_id
+from ..http.auth import bearer_token, read_user_id
 from ..job_payload import FormationPayload, Message, Retrieved
+from ..limits.limiter import Tab, describe, key_id
 from ..observability import (
     ADDED_LATENCY,
     JOB_EVENTS,
@@ -37,6 +39,7 @@ from ..observability import (
 from ..records import Memory
 from ..redact.betterleaks import ScanFailed
 from ..services import Services
+from ..store.limits import Refusal
 from ..tools.calls import ToolTurn
 from ..tools.rounds import offers_tools, open_with_tools
 from ..tools.streamed_rounds import open_streamed_with_tools
@@ -150,10 +153,43 @@ async def enqueue_formation(services: Services, user_id: str, payload: Formation
 
 
 async def chat_turn(services: Services, headers: Mapping[str, str], raw: bytes) -> Response[Any]:
+    """A chat request: refused with 429 when a limit of its key, user or model says so (memory_proxy/limits/),
+    else relayed (`_relayed`), on the tab of the limits that apply."""
     started = time.perf_counter()
     said_at = services.clock()
     body = parse_chat_body(raw)
     user_id = read_user_id(headers, services.settings.server)
+    model = body.get("model")
+    token = bearer_token(headers.get("authorization"))
+    admitted = await services.limiter.admit(key=key_id(token) if token else None, user=user_id,
+                                            model=model if isinstance(model, str) else None)
+    if isinstance(admitted, Refusal):
+        return rate_limited(admitted, services.limiter.limit_of(admitted))
+    if not admitted.subjects:
+        return await _relayed(services, headers, raw, body, user_id, started, said_at)
+    tab = Tab(services.limiter, admitted, raw)
+    try:
+        response = await _relayed(services, headers, raw, body, user_id, started, said_at, tab)
+    except BaseException:
+        await tab.settle()
+        raise
+    if not isinstance(response, Stream):
+        await tab.settle()
+    return response
+
+
+def rate_limited(refusal: Refusal, value: int | None) -> Response[bytes]:
+    """429 in OpenAI's shape (its type `requests` or `tokens`, code `rate_limit_exceeded`), with Retry-After,
+    which the openai SDKs wait for before they retry and OpenWebUI shows."""
+    kind = "tokens" if refusal.which in ("tpm", "daily_tokens") else "requests"
+    body = openai_error(describe(refusal, value), kind, code="rate_limit_exceeded")
+    return Response(json.dumps(body).encode(), status_code=429, media_type="application/json",
+                    headers={"retry-after": str(max(1, math.ceil(refusal.retry_after)))})
+
+
+async def _relayed(services: Services, headers: Mapping[str, str], raw: bytes, body: dict[str, Any],
+                   user_id: str | None, started: float, said_at: datetime, tab: Tab | None = None) -> Response[Any]:
+    """The turn itself (module docstring); `tab` meters what it spends."""
     kind = classify(user_id, headers.get(TASK_HEADER), body)
 
     identified = user_id if kind is TurnKind.CHAT else None  # the user whose memories this turn reads and forms
@@ -200,12 +236,15 @@ async def chat_turn(services: Services, headers: Mapping[str, str], raw: bytes) 
     if response.status_code >= 400:
         return upstream_error_response(response.status_code, await read_body(reply_body), reply_headers)
     if "text/event-stream" in media_type:
-        return Stream(relay_stream(reply_body, on_end), status_code=response.status_code,
+        relayed = relay_stream(reply_body, on_end)
+        return Stream(tab.relayed(relayed) if tab else relayed, status_code=response.status_code,
                       headers=reply_headers, media_type=media_type)
 
     reply = await read_body(reply_body)
+    parsed = parse_json(reply) if tab or kind is TurnKind.CHAT else None
+    if tab:
+        tab.meter.completion(parsed)
     if kind is TurnKind.CHAT:
-        parsed = parse_json(reply)
         if on_end:
             await on_end(reply_text(parsed))
         if isinstance(parsed, dict):  # the injected memory ids as a top-level `memories` array

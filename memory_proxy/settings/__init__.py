@@ -41,6 +41,7 @@ from .declaration import (
     score,
     url,
 )
+from .limits_settings import LimitSettings
 from .memory_llm_settings import (
     MISTRAL_KEY,
     MISTRAL_URL,
@@ -361,6 +362,7 @@ class Settings:
     log: LogSettings
     maintenance: MaintenanceSettings = field(default_factory=MaintenanceSettings)
     team_mirror: TeamMirrorSettings = field(default_factory=TeamMirrorSettings)
+    limits: LimitSettings = field(default_factory=LimitSettings)
 
 
 DECLARED = Declarations(Settings).declare()

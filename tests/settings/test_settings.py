@@ -104,7 +104,7 @@ def test_the_upstream_provider_sends_the_upstreams_key_not_a_mistral_one() -> No
 SAMPLES = ("2", "3", "review", "0.5", "false", "true", "openai", "text", "json_schema", "debug", "console", "raw", "search", "threshold",
            "k" * 40, "header",
            "http://example.test/v1", "postgresql://example.test/db",
-           "identity=1,preference=2,relationship=3,project=4,context=5,temporary=6")
+           "identity=1,preference=2,relationship=3,project=4,context=5,temporary=6", "rpm=60,concurrent=2")
 # A variable some of whose values need another one set: that one, beside it.
 WITH = {"TEAM_MIRROR": {"USER_GROUPS_HEADER": "x-groups"}}
 
@@ -186,3 +186,11 @@ def test_the_database_allows_exactly_the_memory_types(database_url: str) -> None
                               "WHERE contype = 'c' AND conrelid = 'vectors'::regclass").fetchall()
     [check] = [check for (check,) in checks if "memory_type" in check]
     assert sorted(re.findall(r"'([^']*)'::text", check)) == sorted(STORED_TYPES), check
+
+
+@pytest.mark.parametrize("value, problem", [("rpm=0", "positive whole number"), ("rpm=5,rpm=6", "given twice"),
+                                            ("rps=5", "unknown limit 'rps'"), ("tpm=lots", "is not a number")])
+def test_a_limit_that_is_not_a_positive_whole_number_of_a_known_kind_is_refused(value: str, problem: str) -> None:
+    with pytest.raises(SettingsError, match=problem):
+        load_settings({"LIMITS_PER_USER": value})
+    assert load_settings({"LIMITS_PER_MODEL": " rpm=5 , daily_tokens=100 "}).limits.model == {"rpm": 5, "daily_tokens": 100}

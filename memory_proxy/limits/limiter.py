@@ -1,0 +1,173 @@
+"""Admitting a chat request under the limits of its API key, its user and its model (docs/LIMITS.md).
+
+Which limits apply is known without the database: the operator's rows (`limits`, read at the first request and
+again every REFRESH_S in the background) over the defaults of LIMITS_PER_KEY / _USER / _MODEL. A request none
+applies to costs nothing more. Otherwise one call of `limits_admit` (store/limits.py) counts it against every
+subject at once, across every replica, or names the limit it would pass (then 429, with Retry-After); when the
+request ends, `spend` counts its tokens and gives its places back. The shared state failing or late
+(ADMIT_TIMEOUT_S) admits the request uncounted: chat is never broken by the limiter (counted in
+memory_proxy_limits_fail_open_total).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import anyio
+from psycopg_pool import AsyncConnectionPool
+
+from ..observability import LIMITED, LIMITS_FAIL_OPEN, log
+from ..settings.limits_settings import LimitSettings
+from ..store import limits as store
+from ..store.limits import EVERY, Limit, Refusal
+from .meter import Meter
+
+REFRESH_S = 5.0  # an operator's change reaches every replica within this
+ADMIT_TIMEOUT_S = 0.25  # past it the request goes on uncounted
+LEASE_S = 900  # a request in flight holds its place at most this long when its replica dies before it ends
+
+
+def key_id(token: str) -> str:
+    """How a proxy API key is named in limits and usage: its SHA-256's first 16 hex digits (never the key)."""
+    return hashlib.sha256(token.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True, slots=True)
+class Ticket:
+    """An admitted request: the subjects it was counted against (none: nothing applied, or it went uncounted)."""
+
+    request: uuid.UUID | None = None
+    subjects: tuple[tuple[str, str], ...] = ()
+
+
+UNCOUNTED = Ticket()
+
+
+class Limiter:
+    def __init__(self, settings: LimitSettings, pool: AsyncConnectionPool) -> None:
+        self._pool = pool
+        self._defaults = {kind: Limit(kind, EVERY, **values) for kind, values in
+                          (("key", settings.key), ("user", settings.user), ("model", settings.model))}
+        self._rows: dict[tuple[str, str], Limit] | None = None  # the operator's, once read
+        self._read_at = -REFRESH_S
+        self._reading: asyncio.Task[None] | None = None
+
+    def applying(self, subjects: Mapping[str, str | None]) -> list[Limit]:
+        """The limits of each subject that has any: its own row, else its kind's `*` row, else the default."""
+        rows = self._rows or {}
+        found = []
+        for kind, subject in subjects.items():
+            if not subject:
+                continue
+            limit = rows.get((kind, subject)) or rows.get((kind, EVERY)) or self._defaults[kind]
+            if limit.limits_anything:
+                found.append(replace(limit, subject=subject))
+        return found
+
+    async def admit(self, *, key: str | None, user: str | None, model: str | None) -> Ticket | Refusal:
+        if self._rows is None:
+            await self._read()  # the first request waits for the operator's rows (bounded)
+        elif time.monotonic() - self._read_at > REFRESH_S and self._reading is None:
+            self._reading = asyncio.create_task(self._read())
+        limits = self.applying({"key": key, "user": user, "model": model})
+        if not limits:
+            return UNCOUNTED
+        request = uuid.uuid4()
+        try:
+            with anyio.fail_after(ADMIT_TIMEOUT_S):
+                async with self._pool.connection() as conn:
+                    refusal = await store.admit(conn, limits, request, LEASE_S)
+        except Exception as exc:  # noqa: BLE001 - the shared state is down or late: chat goes on, counted
+            LIMITS_FAIL_OPEN.labels("admit").inc()
+            log.warning("limits_fail_open", phase="admit", error=type(exc).__name__)
+            return UNCOUNTED
+        if refusal is not None:
+            LIMITED.labels(refusal.kind, refusal.which).inc()
+            return refusal
+        return Ticket(request, tuple((lim.kind, lim.subject) for lim in limits))
+
+    async def spend(self, ticket: Ticket, tokens: int) -> None:
+        """An admitted request's end: its tokens counted, its places given back."""
+        if ticket.subjects:
+            await self._spent(ticket.subjects, ticket.request, tokens)
+
+    async def user_work(self, user: str, tokens: int) -> None:
+        """Tokens a user's memory work spent (a formation job's memory-LLM calls), counted as the user's."""
+        if tokens > 0 and self.applying({"user": user}):
+            await self._spent((("user", user),), None, tokens)
+
+    def limit_of(self, refusal: Refusal) -> int | None:
+        """The value of the limit a refused request would have passed."""
+        found = self.applying({refusal.kind: refusal.subject})
+        return getattr(found[0], refusal.which) if found else None
+
+    async def _spent(self, subjects: tuple[tuple[str, str], ...], request: uuid.UUID | None, tokens: int) -> None:
+        try:
+            with anyio.CancelScope(shield=True), anyio.fail_after(ADMIT_TIMEOUT_S * 4):  # a client gone: still
+                async with self._pool.connection() as conn:
+                    await store.spent(conn, subjects, request, tokens)
+        except Exception as exc:  # noqa: BLE001 - not counted; a lease left expires (LEASE_S)
+            LIMITS_FAIL_OPEN.labels("spend").inc()
+            log.warning("limits_fail_open", phase="spend", error=type(exc).__name__)
+
+    async def _read(self) -> None:
+        try:
+            with anyio.fail_after(ADMIT_TIMEOUT_S):
+                async with self._pool.connection() as conn:
+                    rows = await store.list_limits(conn)
+            self._rows = {(row.kind, row.subject): row for row in rows}
+        except Exception as exc:  # noqa: BLE001 - the defaults (and the rows read before) stand until a read succeeds
+            LIMITS_FAIL_OPEN.labels("load").inc()
+            log.warning("limits_fail_open", phase="load", error=type(exc).__name__)
+            if self._rows is None:
+                self._rows = {}
+        finally:
+            self._read_at = time.monotonic()
+            self._reading = None
+
+    def changed(self, limit: Limit | None = None, *, gone: tuple[str, str] | None = None) -> None:
+        """An operator's change through this process: in force here at once (other replicas: within REFRESH_S)."""
+        rows = dict(self._rows or {})
+        if limit is not None:
+            rows[(limit.kind, limit.subject)] = limit
+        if gone is not None:
+            rows.pop(gone, None)
+        self._rows = rows
+
+
+class Tab:
+    """An admitted request's tab: what it spends (meter.py), settled once, when its reply ends (or fails, or the
+    client leaves)."""
+
+    def __init__(self, limiter: Limiter, ticket: Ticket, sent: bytes) -> None:
+        self._limiter, self._ticket, self.meter = limiter, ticket, Meter(sent)
+        self._settled = False
+
+    async def relayed(self, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        """A stream's bytes unchanged, metered; the tab settled when it ends."""
+        try:
+            async for chunk in chunks:
+                yield chunk
+                self.meter.feed(chunk)
+        finally:
+            await self.settle()
+
+    async def settle(self) -> None:
+        if not self._settled:
+            self._settled = True
+            await self._limiter.spend(self._ticket, self.meter.tokens)
+
+
+def describe(refusal: Refusal, value: Any) -> str:
+    """The 429's message, as OpenAI words its own."""
+    what = {"rpm": "requests per minute", "tpm": "tokens per minute", "concurrent": "requests at once",
+            "daily_tokens": "tokens per day"}[refusal.which]
+    whose = {"key": "this API key", "user": f"user {refusal.subject}", "model": f"model {refusal.subject}"}
+    return (f"Rate limit reached for {whose[refusal.kind]} on {what} ({refusal.which}): limit {value}. "
+            f"Please try again in {max(1, round(refusal.retry_after))}s.")

@@ -1,0 +1,42 @@
+"""What an admitted chat request spent in tokens, counted when it ends: the upstream's own `usage` when the reply
+carries it (a completion's, or a stream's last chunk with `stream_options.include_usage`), else our estimate
+(memory_proxy/tokens.py) of the request as sent and the reply's text."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..chat.reply_reader import SSEEvents, delta_text, event_data, first_choice, reply_text
+from ..tokens import count_tokens
+
+
+def _total(usage: Any) -> int | None:
+    total = usage.get("total_tokens") if isinstance(usage, dict) else None
+    return total if isinstance(total, int) and total >= 0 else None
+
+
+class Meter:
+    """Fed the reply (the relayed SSE bytes, or a completion), gives the request's tokens."""
+
+    def __init__(self, sent: bytes) -> None:
+        self._prompt = count_tokens(sent.decode("utf-8", "replace"))
+        self._events = SSEEvents()
+        self._reply_chars = 0
+        self._usage: int | None = None
+
+    def feed(self, chunk: bytes) -> None:
+        for raw in self._events.feed(chunk):
+            data = event_data(raw)
+            if isinstance(data, dict):
+                self._usage = _total(data.get("usage")) or self._usage
+                self._reply_chars += len(delta_text(first_choice(data)) or "")
+
+    def completion(self, parsed: Any) -> None:
+        self._usage = _total(parsed.get("usage")) if isinstance(parsed, dict) else None
+        self._reply_chars = len(reply_text(parsed))
+
+    @property
+    def tokens(self) -> int:
+        if self._usage is not None:
+            return self._usage
+        return self._prompt + count_tokens("x" * self._reply_chars)

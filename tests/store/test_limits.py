@@ -1,0 +1,88 @@
+"""store/limits.py and migration 0018: a request is admitted against every subject's limits at once or against
+none, exactly, however many connections (replicas) ask at the same moment."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+from memory_proxy.store import limits
+from memory_proxy.store.database import make_pool
+from memory_proxy.store.limits import Limit
+
+
+async def admitted(db: Any, *subjects: Limit, request: uuid.UUID | None = None) -> limits.Refusal | None:
+    return await limits.admit(db, list(subjects), request or uuid.uuid4(), 900)
+
+
+async def test_requests_a_minute_are_counted_until_the_limit(db: Any) -> None:
+    user = Limit("user", "ann", rpm=3)
+    assert [await admitted(db, user) for _ in range(3)] == [None] * 3
+    refusal = await admitted(db, user)
+    assert refusal is not None and (refusal.kind, refusal.subject, refusal.which) == ("user", "ann", "rpm")
+    assert 1 <= refusal.retry_after <= 60
+    assert await admitted(db, Limit("user", "bob", rpm=3)) is None  # another subject: its own count
+
+
+async def test_a_request_refused_by_one_subject_is_counted_against_none(db: Any) -> None:
+    key, user = Limit("key", "k1", rpm=10), Limit("user", "ann", rpm=1)
+    assert await admitted(db, key, user) is None
+    refusal = await admitted(db, key, user)
+    assert refusal is not None and refusal.which == "rpm" and refusal.kind == "user"
+    [use] = await limits.usage(db, "key", "k1")
+    assert use.requests_today == 1
+
+
+async def test_requests_at_once_are_given_back_when_they_end(db: Any) -> None:
+    user = Limit("user", "ann", concurrent=2)
+    first, second = uuid.uuid4(), uuid.uuid4()
+    assert await admitted(db, user, request=first) is None and await admitted(db, user, request=second) is None
+    refusal = await admitted(db, user)
+    assert refusal is not None and refusal.which == "concurrent"
+    await limits.spent(db, [("user", "ann")], first, 0)
+    assert await admitted(db, user) is None
+    [use] = await limits.usage(db, "user", "ann")
+    assert use.in_flight == 2
+
+
+async def test_a_lease_whose_replica_died_expires(db: Any) -> None:
+    user = Limit("user", "ann", concurrent=1)
+    assert await limits.admit(db, [user], uuid.uuid4(), 0) is None  # its lease ends as it is taken
+    assert await admitted(db, user) is None
+
+
+async def test_tokens_spent_count_against_the_minute_and_the_day(db: Any) -> None:
+    assert await admitted(db, Limit("user", "ann", tpm=1000)) is None
+    await limits.spent(db, [("user", "ann")], None, 1000)
+    refusal = await admitted(db, Limit("user", "ann", tpm=1000))
+    assert refusal is not None and refusal.which == "tpm"
+    refusal = await admitted(db, Limit("user", "ann", daily_tokens=1000))
+    assert refusal is not None and refusal.which == "daily_tokens" and refusal.retry_after <= 86400
+    assert await admitted(db, Limit("user", "ann", daily_tokens=1001)) is None
+    [use] = await limits.usage(db, "user", "ann")
+    assert use.tokens_today == 1000 and 0 < use.tokens_minute <= 1000  # (less once this minute has ended)
+
+
+async def test_many_connections_at_once_admit_exactly_the_limit(database_url: str) -> None:
+    """What three replicas asking together would see: 40 requests at once on 8 connections, 25 admitted."""
+    user = Limit("user", "flood", rpm=25)
+    async with make_pool(database_url, 8) as pool:
+        await pool.open(wait=True)
+
+        async def one() -> limits.Refusal | None:
+            async with pool.connection() as conn:
+                return await limits.admit(conn, [user], uuid.uuid4(), 900)
+
+        results = await asyncio.gather(*(one() for _ in range(40)))
+    assert sum(r is None for r in results) == 25
+
+
+async def test_an_operators_limits_are_set_listed_and_removed(db: Any) -> None:
+    await limits.set_limit(db, Limit("user", "*", rpm=60))
+    await limits.set_limit(db, Limit("model", "gpt-x", tpm=1000, concurrent=4))
+    await limits.set_limit(db, Limit("model", "gpt-x", tpm=2000))
+    assert await limits.list_limits(db) == [Limit("model", "gpt-x", tpm=2000), Limit("user", "*", rpm=60)]
+    await limits.set_limit(db, Limit("user", "*"))  # nothing limited: the row goes
+    assert await limits.delete_limit(db, "model", "gpt-x") and not await limits.delete_limit(db, "model", "gpt-x")
+    assert await limits.list_limits(db) == []
