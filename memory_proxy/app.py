@@ -19,6 +19,7 @@ from litestar import Litestar, Request, Response
 from litestar.exceptions import HTTPException
 from psycopg_pool import PoolTimeout
 
+from .api.limit_routes import LIMITS_API
 from .api.memory_routes import MANAGE_ROUTES, OPENAPI_CONFIG
 from .api.team_memory_routes import TEAM_MEMORIES
 from .api.team_routes import TEAMS_API
@@ -102,7 +103,7 @@ def create_app(settings: Settings, http_client: httpx.AsyncClient | None = None,
                 log.info("stopped")
 
     app = Litestar(
-        route_handlers=[*ROUTES, *MANAGE_ROUTES, TEAMS_API, TEAM_MEMORIES],
+        route_handlers=[*ROUTES, *MANAGE_ROUTES, TEAMS_API, TEAM_MEMORIES, LIMITS_API],
         dependencies=DEPENDENCIES,
         lifespan=[lifespan],
         exception_handlers={

@@ -1,4 +1,5 @@
-"""The `memory-proxy` command: serve | worker | migrate | memories | reembed | maintain | jobs | keys | teams | settings.
+"""The `memory-proxy` command: serve | worker | migrate | memories | reembed | maintain | jobs | keys | teams | limits |
+settings.
 
 `build_parser` gathers the sub-commands of the modules beside this one; `main` reads the settings
 (from the environment, with the flags of `serve` and `worker` in place of their variables), sets up
@@ -13,7 +14,15 @@ import sys
 from collections.abc import Sequence
 
 from ..settings import SettingsError, load_settings
-from . import job_commands, key_commands, maintenance_commands, memory_commands, serve, team_commands
+from . import (
+    job_commands,
+    key_commands,
+    limit_commands,
+    maintenance_commands,
+    memory_commands,
+    serve,
+    team_commands,
+)
 from .common import given_setting_flags, log_user_id_key
 
 
@@ -24,7 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "Configured by environment variables: see `memory-proxy settings`.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (serve, memory_commands, maintenance_commands, job_commands, key_commands, team_commands):
+    for module in (serve, memory_commands, maintenance_commands, job_commands, key_commands, team_commands,
+                   limit_commands):
         module.add_commands(commands)
     return parser
 

@@ -25,15 +25,31 @@ def run_with_services(settings: Settings, work: Callable[[Services], Awaitable[A
     return asyncio.run(run())
 
 
-def user_id_argument(raw: str) -> str:
-    """A --user value, checked as every user id is (an empty one is an error, never "any user")."""
+def with_connection(settings: Settings, work: Callable[[Any], Awaitable[Any]]) -> Any:
+    """`work(conn)`'s result, on a connection of the services' pool."""
+    async def run(services: Services) -> Any:
+        async with services.pool.connection() as conn:
+            return await work(conn)
+
+    return run_with_services(settings, run)
+
+
+def api_argument(check: Callable[..., Any], *args: Any) -> Any:
+    """The API's check as an argparse type: the same rule, reported as a bad argument."""
     from ..errors import BadRequest
-    from ..http.auth import checked_user_id
 
     try:
-        return checked_user_id(raw, "--user")
+        return check(*args)
     except BadRequest as exc:
         raise argparse.ArgumentTypeError(exc.message) from exc
+
+
+def user_id_argument(raw: str) -> str:
+    """A --user value, checked as every user id is (an empty one is an error, never "any user")."""
+    from ..http.auth import checked_user_id
+
+    user_id: str = api_argument(checked_user_id, raw, "--user")
+    return user_id
 
 
 def log_user_id_key(settings: Settings) -> str:

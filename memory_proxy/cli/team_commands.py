@@ -7,50 +7,31 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ..settings import Settings
-from .common import run_with_services, user_id_argument
+from .common import api_argument, user_id_argument, with_connection
 
 if TYPE_CHECKING:
-    from ..services import Services
     from ..store.teams import Role
 
 
 def _team_id(raw: str) -> str:
     from ..api.team_routes import checked_team_id
 
-    return _argument(checked_team_id, raw)
+    return api_argument(checked_team_id, raw)
 
 
 def _text(limit: int, param: str) -> Any:
     def parse(raw: str) -> str:
         from ..api.team_routes import checked_text
 
-        return _argument(checked_text, raw, limit, param)
+        return api_argument(checked_text, raw, limit, param)
     return parse
-
-
-def _argument(check: Any, *args: Any) -> Any:
-    """The API's check as an argparse type: the same rule, reported as a bad argument."""
-    from ..errors import BadRequest
-
-    try:
-        return check(*args)
-    except BadRequest as exc:
-        raise argparse.ArgumentTypeError(exc.message) from exc
-
-
-def _with_conn(settings: Settings, work: Any) -> Any:
-    async def run(services: Services) -> Any:
-        async with services.pool.connection() as conn:
-            return await work(conn)
-
-    return run_with_services(settings, run)
 
 
 def _create(settings: Settings, args: argparse.Namespace) -> int:
     from ..store import teams
 
     try:
-        team = _with_conn(settings, lambda conn: teams.create_team(conn, args.team, args.name or args.team,
+        team = with_connection(settings, lambda conn: teams.create_team(conn, args.team, args.name or args.team,
                                                                    args.about))
     except teams.TeamExists:
         print(f"error: team {args.team} exists already", file=sys.stderr)
@@ -62,7 +43,7 @@ def _create(settings: Settings, args: argparse.Namespace) -> int:
 def _list(settings: Settings, _: argparse.Namespace) -> int:
     from ..store import teams
 
-    for team in _with_conn(settings, teams.list_teams):
+    for team in with_connection(settings, teams.list_teams):
         print(f"id={team.id}  name={team.name}  members={team.member_count}  about={team.about}")
     return 0
 
@@ -73,7 +54,7 @@ def _show(settings: Settings, args: argparse.Namespace) -> int:
     async def show(conn: Any) -> tuple[Any, list[Any]]:
         return await teams.get_team(conn, args.team), await teams.members(conn, args.team)
 
-    team, members = _with_conn(settings, show)
+    team, members = with_connection(settings, show)
     if team is None:
         print(f"error: no team {args.team}", file=sys.stderr)
         return 1
@@ -86,7 +67,7 @@ def _show(settings: Settings, args: argparse.Namespace) -> int:
 def _delete(settings: Settings, args: argparse.Namespace) -> int:
     from ..store import teams
 
-    if not _with_conn(settings, lambda conn: teams.delete_team(conn, args.team)):
+    if not with_connection(settings, lambda conn: teams.delete_team(conn, args.team)):
         print(f"error: no team {args.team}", file=sys.stderr)
         return 1
     print(f"team {args.team} deleted")
@@ -97,7 +78,7 @@ def _add(settings: Settings, args: argparse.Namespace) -> int:
     from ..store import teams
 
     role: Role = "editor" if args.editor else "member"
-    if not _with_conn(settings, lambda conn: teams.set_member(conn, args.team, args.user, role)):
+    if not with_connection(settings, lambda conn: teams.set_member(conn, args.team, args.user, role)):
         print(f"error: no team {args.team}", file=sys.stderr)
         return 1
     print(f"{args.user} is a {role} of team {args.team}")
@@ -107,7 +88,7 @@ def _add(settings: Settings, args: argparse.Namespace) -> int:
 def _remove(settings: Settings, args: argparse.Namespace) -> int:
     from ..store import teams
 
-    if not _with_conn(settings, lambda conn: teams.remove_member(conn, args.team, args.user)):
+    if not with_connection(settings, lambda conn: teams.remove_member(conn, args.team, args.user)):
         print(f"error: {args.user} is not a member of team {args.team}", file=sys.stderr)
         return 1
     print(f"{args.user} removed from team {args.team}")

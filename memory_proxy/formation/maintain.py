@@ -15,7 +15,7 @@ from psycopg_pool import AsyncConnectionPool
 from ..observability import log
 from ..retrieval.rank import decayed_after_days
 from ..settings import MaintenanceSettings
-from ..store import jobs, maintenance, manage
+from ..store import jobs, limits, maintenance, manage
 from ..store.scope import user_scope
 
 
@@ -41,7 +41,8 @@ async def maintain_user(pool: AsyncConnectionPool, settings: MaintenanceSettings
 
 async def maintain(pool: AsyncConnectionPool, settings: MaintenanceSettings,
                    user_id: str | None = None) -> dict[str, int]:
-    """Counts of memories expired, merged, pruned and purged (and, over all users, of jobs purged)."""
+    """Counts of memories expired, merged, pruned and purged (and, over all users, of jobs and of fair use's old
+    usage windows purged)."""
     if user_id is None:
         async with pool.connection() as conn:
             users = await maintenance.users_with_memories(conn)
@@ -53,6 +54,7 @@ async def maintain(pool: AsyncConnectionPool, settings: MaintenanceSettings,
     if user_id is None:
         async with pool.connection() as conn:
             total.update(await jobs.purge(conn, done_days=settings.job_days, dead_days=settings.dead_job_days))
+            total["usage_purged"] = await limits.forget_old_usage(conn)  # fair use reads today and the last minute
     log.info("maintenance", users=len(users), **total)
     return dict(total)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+from contextvars import ContextVar
 from dataclasses import replace
 from functools import cache
 from typing import Any, TypeVar
@@ -44,6 +45,7 @@ class MalformedReply(Exception):
 
 LLM_BUSY = "llm_busy"  # MemoryUnavailable's reason for a call that timed out: queueing, not failure
 LLM_DOWN = "llm_down"  # … for a server that could not be reached or failed: an outage, not the job's fault
+JOB_TOKENS: ContextVar[list[int] | None] = ContextVar("job_tokens", default=None)  # a job's calls' tokens (worker.py)
 WAITING = frozenset({LLM_BUSY, LLM_DOWN})  # reasons a job waits for the server without spending an attempt
 _TIMEOUTS = (TimeoutError, httpx.TimeoutException, openai.APITimeoutError)
 _UNREACHABLE = (httpx.TransportError, openai.APIConnectionError)  # refused, reset, DNS (after timeouts: subclasses)
@@ -155,6 +157,8 @@ class MemoryLLM:
             raise MemoryUnavailable("llm", f"{purpose} call failed: {_failure(exc)}") from exc
         LLM_CALLS.labels(purpose, "ok").inc()
         prompt_tokens, completion_tokens = _usage(completion)
+        if (tally := JOB_TOKENS.get()) is not None:
+            tally[0] += prompt_tokens + completion_tokens
         LLM_TOKENS.labels(purpose, "prompt").inc(prompt_tokens)
         LLM_TOKENS.labels(purpose, "completion").inc(completion_tokens)
         return result

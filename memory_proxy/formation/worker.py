@@ -42,11 +42,12 @@ from ..settings import FormationSettings, MaintenanceSettings
 from ..store import jobs, memories
 from ..store.scope import acting_member, user_scope
 from .maintain import maintain_if_free
-from .memory_llm import WAITING, MemoryLLM
+from .memory_llm import JOB_TOKENS, WAITING, MemoryLLM
 from .steps import Formation, Turn, form
 from .write import keep_versions, write_decisions
 
 if TYPE_CHECKING:
+    from ..limits.limiter import Limiter
     from ..services import Services
 
 POLL_S = 1.0  # fallback when no NOTIFY arrives (listener down, jobs whose backoff has passed)
@@ -66,8 +67,10 @@ def backoff_seconds(settings: FormationSettings, attempts: int) -> float:
 class Worker:
     def __init__(self, *, pool: AsyncConnectionPool, embedder: Embedder, llm: MemoryLLM, scanner: Scanner,
                  settings: FormationSettings, worker_id: str | None = None,
-                 maintenance: MaintenanceSettings | None = None, listen_conninfo: str | None = None) -> None:
+                 maintenance: MaintenanceSettings | None = None, listen_conninfo: str | None = None,
+                 limiter: Limiter | None = None) -> None:
         self.pool, self.embedder, self.llm, self.settings = pool, embedder, llm, settings
+        self.limiter = limiter  # a job's memory-LLM tokens are its user's (fair use: memory_proxy/limits/)
         self.scanner = scanner  # checks each reply's facts in a worker process
         self.listen_conninfo = listen_conninfo or str(pool.conninfo)  # direct, never through a pooler
         self.maintenance = maintenance  # None or interval 0: no scheduled maintenance in this worker
@@ -84,13 +87,16 @@ class Worker:
         settings = services.settings
         return cls(pool=services.pool, embedder=services.embedder, llm=services.llm, scanner=services.scanner,
                    settings=settings.formation,
-                   worker_id=worker_id, maintenance=settings.maintenance, listen_conninfo=services.direct_conninfo)
+                   worker_id=worker_id, maintenance=settings.maintenance, listen_conninfo=services.direct_conninfo,
+                   limiter=services.limiter)
 
     # ------------------------------------------------------------ one job
 
     async def process(self, job: jobs.Job) -> str:
         """Run one claimed job to `done`, `queued` (retry later) or `dead`; return that status."""
         started = time.perf_counter()
+        tally = [0]
+        counting = JOB_TOKENS.set(tally)
         context = {"job_id": job.id, "user_id": job.user_id, "attempt": job.attempts,
                    "input_message_length": len(job.payload.get("user_message", ""))}
         try:
@@ -121,6 +127,9 @@ class Worker:
             return status
         finally:
             FORMATION_LATENCY.observe(time.perf_counter() - started)
+            JOB_TOKENS.reset(counting)
+            if self.limiter is not None:
+                await self.limiter.user_work(job.user_id, tally[0])
         await keep_versions(self.pool, job.user_id, decisions, self.settings.max_versions)
         self._count(formation, decisions)
         log.info("memory_decision", **context, status="skipped" if formation.skipped else "done",

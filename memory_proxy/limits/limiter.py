@@ -99,6 +99,8 @@ class Limiter:
 
     async def user_work(self, user: str, tokens: int) -> None:
         """Tokens a user's memory work spent (a formation job's memory-LLM calls), counted as the user's."""
+        if tokens > 0 and self._rows is None:
+            await self._read()
         if tokens > 0 and self.applying({"user": user}):
             await self._spent((("user", user),), None, tokens)
 
@@ -134,10 +136,10 @@ class Limiter:
     def changed(self, limit: Limit | None = None, *, gone: tuple[str, str] | None = None) -> None:
         """An operator's change through this process: in force here at once (other replicas: within REFRESH_S)."""
         rows = dict(self._rows or {})
-        if limit is not None:
-            rows[(limit.kind, limit.subject)] = limit
         if gone is not None:
             rows.pop(gone, None)
+        if limit is not None:
+            rows[(limit.kind, limit.subject)] = limit
         self._rows = rows
 
 

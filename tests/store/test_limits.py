@@ -86,3 +86,12 @@ async def test_an_operators_limits_are_set_listed_and_removed(db: Any) -> None:
     await limits.set_limit(db, Limit("user", "*"))  # nothing limited: the row goes
     assert await limits.delete_limit(db, "model", "gpt-x") and not await limits.delete_limit(db, "model", "gpt-x")
     assert await limits.list_limits(db) == []
+
+
+async def test_maintenance_forgets_usage_older_than_two_days(db: Any) -> None:
+    assert await admitted(db, Limit("user", "ann", rpm=5)) is None
+    await db.execute("INSERT INTO limit_usage (kind, subject, span, start, requests) "
+                     "VALUES ('user', 'ann', 'd', now() - interval '3 days', 7)")
+    assert await limits.forget_old_usage(db) == 1
+    [use] = await limits.usage(db, "user", "ann")
+    assert use.requests_today == 1
