@@ -188,6 +188,11 @@ async def drive_load(phase: int, proxy: httpx.AsyncClient, db: Any, worker: Any,
     assert "search_memory" not in (await ok(CHAT, json=chat_body(RUNTIME_Q), headers=user_headers(hit_user))).text
     assert metric("memory_proxy_tool_calls_written_total") == written + 1
     outside.routes["chat"].side_effect = None
+    # fair use: a user whose limit an operator set to one request a minute, refused the second time (429)
+    limited = f"dash-limited-{phase}"
+    assert (await proxy.put("/api/v1/limits", json={"kind": "user", "subject": limited, "rpm": 1})).is_success
+    await ok(CHAT, json=chat_body("Hello."), headers=user_headers(limited))
+    assert (await proxy.post(CHAT, json=chat_body("Hello."), headers=user_headers(limited))).status_code == 429
     # an upstream error (relayed as a 5xx), then the upstream is back
     outside.routes["chat"].respond(500, json={"error": {"message": "overloaded", "type": "server_error",
                                                         "param": None, "code": None}})

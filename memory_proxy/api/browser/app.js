@@ -184,10 +184,25 @@ async function loadTeams() {
   }
 }
 
+// Fair use (docs/LIMITS.md): everyone's use for an operator's key, busiest first; a user's own for a user's.
+async function loadUsage() {
+  let found = { usage: [] };
+  try {
+    found = await call("GET", "/usage");
+  } catch (error) {
+    found = { usage: [] };
+  }
+  $("#usage tbody").replaceChildren(...found.usage.map((u) => el("tr", { className: "use" },
+    el("td", { textContent: `${u.kind} ${u.subject}` }), el("td", { textContent: String(u.requests_today) }),
+    el("td", { textContent: String(u.tokens_today) }), el("td", { textContent: u.requests_minute.toFixed(0) }),
+    el("td", { textContent: u.tokens_minute.toFixed(0) }), el("td", { textContent: String(u.in_flight) }))));
+}
+
 async function connect() {
   $("#app").hidden = false;
   await loadTeams();
   await load();
+  await loadUsage();
 }
 
 $("#login").addEventListener("submit", (event) => {
@@ -204,6 +219,7 @@ $("#logout").addEventListener("click", () => {
 });
 $("#filters").addEventListener("submit", (event) => { event.preventDefault(); load(); });
 $("#more").addEventListener("click", () => load(true));
+$("#refresh-use").addEventListener("click", () => loadUsage());
 $("#close-history").addEventListener("click", () => { $("#history").hidden = true; });
 $("#add").addEventListener("submit", (event) => {
   event.preventDefault();
