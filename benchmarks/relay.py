@@ -1,6 +1,6 @@
 """Relay overhead: direct vs memory-proxy vs LiteLLM, side by side in one run, as a Markdown table.
 
-    python -m benchmarks.relay [--quick] [--repeat N] [--no-litellm]
+    python -m benchmarks.relay [--quick] [--repeat N] [--no-litellm] [--with-limits]
 
 One fake upstream (6 chunks, 20 ms apart; ``memory_proxy.testing.fake_upstream``) serves every case:
 
@@ -10,7 +10,9 @@ One fake upstream (6 chunks, 20 ms apart; ``memory_proxy.testing.fake_upstream``
       injection of the 5 memories above the 0.8 threshold, and a formation job written per turn. The
       in-process worker is off (WORKER_IN_PROCESS=false) so that only the request path is measured;
       formation has its own benchmark (benchmarks.formation);
-- (d) LiteLLM proxy (``benchmarks.servers.LITELLM_VERSION``, its own venv, created if missing).
+- (d) LiteLLM proxy (``benchmarks.servers.LITELLM_VERSION``, its own venv, created if missing);
+- with ``--with-limits``, (c′): (c) with generous fair-use limits on its key, its user and its model (GENEROUS:
+      never reached, so every request pays the limiter's PostgreSQL call before and after it, docs/LIMITS.md).
 
 Servers run on core 1, this process (the load generator) pins itself to core 0. For each repetition,
 each concurrency (1, 16, 64) and each target in turn, it runs a fixed number of streaming requests
@@ -122,12 +124,15 @@ def markdown(cells: list[Cell], baseline: str = "direct") -> str:
     return "\n".join(lines)
 
 
+GENEROUS = "rpm=100000000,tpm=100000000000,concurrent=100000,daily_tokens=100000000000"
+
+
 def memory_proxy_user_target(fake: Server, user_id: str,
-                             seed: Callable[[Server], None] | None = None) -> Server:
+                             seed: Callable[[Server], None] | None = None, env: dict[str, str] | None = None) -> Server:
     """A memory-proxy whose clients identify as ``user_id`` (the ``x-openwebui-user-id`` header), so
     every request is a chat turn with retrieval. ``seed(server)``, if given, runs once it is ready
     (its data dir is ``server.tmpdir``), e.g. to store that user's memories."""
-    server = servers.start_memory_proxy(fake, user_id=user_id, env={"WORKER_IN_PROCESS": "false"})
+    server = servers.start_memory_proxy(fake, user_id=user_id, env={"WORKER_IN_PROCESS": "false", **(env or {})})
     if seed is not None:
         try:
             seed(server)
@@ -170,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, help="repetitions, medians reported (default 1 quick, 3 full)")
     parser.add_argument("--no-litellm", action="store_true", help="skip case (d)")
     parser.add_argument("--no-user", action="store_true", help="skip case (c)")
+    parser.add_argument("--with-limits", action="store_true", help="add case (c′): (c) under generous limits")
     args = parser.parse_args(argv)
     repeat = args.repeat or (1 if args.quick else 3)
     requests = QUICK_REQUESTS if args.quick else FULL_REQUESTS
@@ -191,6 +197,11 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_user:
             targets.append(memory_proxy_user_target(fake, BENCH_USER, seed_memories))
             targets[-1].name = "memory-proxy (user, 1,000 memories)"
+            started.append(targets[-1])
+        if args.with_limits:
+            limits = {f"LIMITS_PER_{kind}": GENEROUS for kind in ("KEY", "USER", "MODEL")}
+            targets.append(memory_proxy_user_target(fake, BENCH_USER, seed_memories, env=limits))
+            targets[-1].name = "memory-proxy (user, 1,000 memories, limits on)"
             started.append(targets[-1])
         if not args.no_litellm:
             targets.append(servers.start_litellm(fake))

@@ -25,7 +25,10 @@ Cases (the first four are the attack run's findings; the rest the worst input fo
 - facts_40: turns whose memory-LLM reply is 40 facts of 24 words full of names no text holds, after a
   16,000-character message of distinct words (grounding's near-spelling match over every word);
 - rule_aws_ids / rule_pem_headers / rule_docker_auths: 4 users at once, streamed turns of 16,000
-  characters of AWS key ids, PEM headers without END, Docker auth lines.
+  characters of AWS key ids, PEM headers without END, Docker auth lines;
+- key_flood / key_flood_unlimited (issue 52, docs/LIMITS.md): one API key of its own (FLOOD_KEY, beside the
+  probes' key) sends 1,000 streamed chat turns, 64 at once, from 64 users; `key_flood` with that key's own limits
+  set first through the API (FLOOD_LIMITS: the flood gets 429s), `key_flood_unlimited` with them removed.
 
 The machine is shared: figures taken while other work runs are noisy; run it on a quiet machine for
 the record.
@@ -44,6 +47,7 @@ from dataclasses import dataclass, field
 import httpx
 import psycopg
 
+from memory_proxy.limits.limiter import key_id
 from memory_proxy.testing.fake_upstream import MANY_FACTS
 
 from . import servers
@@ -60,6 +64,9 @@ AWS_FILE = "[default]\naws_access_key_id = AKIAZ7QW3RTY5UIOP2LK\naws_secret_acce
 DOCKER_AUTH = '{"auths":{"https://index.docker.io/v1/":{"auth":"dXNlcjpwYXNzd29yZA=="}}}\n'
 AWS_IDS = "aws_access_key_id = AKIAZ7QW3RTY5UIOP2LK\n"
 PEM_HEADER = "-----BEGIN RSA PRIVATE KEY-----\n"
+FLOOD_KEY = "bench-flood-key-0123456789abcdef"
+FLOOD_TURNS, FLOOD_AT_ONCE = 1000, 64
+FLOOD_LIMITS = {"rpm": 120, "concurrent": 8}
 
 
 def filled(unit: str, size: int) -> str:
@@ -190,6 +197,30 @@ async def facts_40(run: Run, until: float) -> None:
     await repeat(until, 1, lambda i: run.turn(f"facts-{i % 20}", f"{i} {text}"), run)
 
 
+def key_flood(limited: bool) -> Attack:
+    """FLOOD_TURNS turns of one key, FLOOD_AT_ONCE at once (to the end, whatever `until`), under that key's limits
+    or none."""
+    async def attack(run: Run, until: float) -> None:
+        subject = {"kind": "key", "subject": key_id(FLOOD_KEY)}
+        if limited:
+            assert (await run.client.put(f"{run.base}/api/v1/limits", json={**subject, **FLOOD_LIMITS})).is_success
+        else:
+            await run.client.delete(f"{run.base}/api/v1/limits", params=subject)
+        left = iter(range(FLOOD_TURNS))
+
+        async def one_at_a_time() -> None:
+            for i in left:
+                body = {"model": "fake-model", "stream": True,
+                        "messages": [{"role": "user", "content": f"Flood turn {i}: tell me about ferns."}]}
+                async with run.client.stream("POST", run.server.chat_url, json=body, headers={
+                        "authorization": f"Bearer {FLOOD_KEY}", "x-openwebui-user-id": f"flood-{i % 64}"}) as reply:
+                    async for _ in reply.aiter_bytes():
+                        pass
+                run.count(reply.status_code)
+        await asyncio.gather(*(one_at_a_time() for _ in range(FLOOD_AT_ONCE)))
+    return attack
+
+
 CASES: dict[str, Attack] = {
     "api_256k": api_256k,
     "api_2k_generic": api_2k_generic,
@@ -200,6 +231,8 @@ CASES: dict[str, Attack] = {
     "rule_aws_ids": turns(filled(AWS_IDS, 16_000), 4),
     "rule_pem_headers": turns(filled(PEM_HEADER, 16_000), 4),
     "rule_docker_auths": turns(filled(DOCKER_AUTH, 16_000), 4),
+    "key_flood": key_flood(limited=True),
+    "key_flood_unlimited": key_flood(limited=False),
 }
 
 
@@ -235,6 +268,7 @@ async def main_async(args: argparse.Namespace) -> None:
     proxy = None
     try:
         proxy = servers.start_memory_proxy(fake, core=core, env={"LOG_LEVEL": "warning",
+                                                                  "PROXY_API_KEYS": f"{servers.PROXY_KEY},{FLOOD_KEY}",
                                                                   "MEMORY_LLM_MODE": "json",
                                                                   "MAINTENANCE_INTERVAL_SECONDS": "0"})
         run = Run(proxy)

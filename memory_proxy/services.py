@@ -182,6 +182,7 @@ async def open_services(settings: Settings, http_client: httpx.AsyncClient | Non
             holding = search_index and settings.retrieval.index_mb > 0
             outbox_task = asyncio.create_task(outbox.run(stop_outbox))
             uses_task = asyncio.create_task(services.uses.run(stop_outbox))
+            limits_task = asyncio.create_task(services.limiter.run(stop_outbox))
             index_task = asyncio.create_task(services.indexes.run(direct, stop_outbox) if holding
                                              else stop_outbox.wait())
             await services.embedder.warm_up()  # before serving: the first turn retrieves within its budget
@@ -189,7 +190,7 @@ async def open_services(settings: Settings, http_client: httpx.AsyncClient | Non
                 yield services
             finally:
                 stop_outbox.set()
-                await asyncio.gather(outbox_task, uses_task, index_task, services.models.close(), services.mirror.close())
+                await asyncio.gather(outbox_task, uses_task, limits_task, index_task, services.models.close(), services.mirror.close())
                 await services.scanner.close()
                 if schema:
                     schema.cancel()

@@ -20,6 +20,7 @@ from . import __doc__ as ABOUT
 from . import measures
 from .client import AUTH
 from .cluster import Cluster, Options
+from .fair_use import fair_use
 from .parts import NGINX, PGBOUNCER
 
 # team_rounds: a team round warms two users and loads three clients per replica, about twice a stale round's time
@@ -27,7 +28,7 @@ FULL = {"samples": 50, "rounds": 200, "team_rounds": 100, "listen": 5, "partitio
         "seconds": 20.0}
 QUICK = {"samples": 8, "rounds": 20, "team_rounds": 10, "listen": 2, "partition": 1, "steady": 3.0, "turns": 1_000,
          "seconds": 6.0}
-SECTIONS = ("visibility", "stale", "team_stale", "listen", "faults", "pgbouncer", "throughput")
+SECTIONS = ("visibility", "stale", "team_stale", "listen", "faults", "fair_use", "pgbouncer", "throughput")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -99,6 +100,7 @@ def run(cluster: Cluster, sizes: dict[str, Any], sections: set[str]) -> dict[str
     step("listen", lambda: {"terminated": asyncio.run(measures.listen_drop(cluster, sizes["listen"])),
                             "partitioned": measures.partition(cluster, sizes["partition"])})
     step("faults", lambda: measures.faults(cluster, sizes["steady"]))
+    step("fair_use", lambda: fair_use(cluster))
     users: list[str] = []
     if sections & {"pgbouncer", "throughput"}:
         users = measures.bench_users(cluster, 16)
@@ -218,6 +220,19 @@ def report(r: dict[str, Any]) -> str:
             if len(t["jobs"]) > 1:
                 out.append(f"- two jobs for one accepted turn of {t['user']} (served by {t['node']}): "
                            + ", ".join(f"job {j}" for j in t["jobs"]))
+    if fu := r.get("fair_use"):
+        m, c = fu["per_minute"], fu["at_once"]
+        out += ["", "## 4b. Fair use across replicas", "",
+                "| limit of one user | set | sent (over every replica) | admitted | refused (429) | **off by** |",
+                "|---|---|---|---|---|---|",
+                f"| requests a minute | {m['limit']} | {m['sent']} in {m['seconds']} s | {m['admitted']} | {m['refused']} "
+                f"| **{100 * m['off_by']:+.1f} %** |",
+                f"| requests at once | {c['limit']} | {c['sent']} at once | {c['admitted']} | {c['refused']} "
+                f"| most at once **{c['most_at_once']}** (per replica: "
+                + ", ".join(f"{k} {v}" for k, v in c["most_at_once_per_replica"].items()) + ") |", "",
+                "benchmarks/cluster/fair_use.py: the limits set through replica-0's API, read by the others within "
+                "5 s; requests sent straight to the replicas, round robin. Most at once: streams whose first to last "
+                "byte overlapped, as the client saw them."]
     if pb := r.get("pgbouncer"):
         out += ["", "## 5. Through PgBouncer vs direct", "", volume_table(pb), "",
                 "16 users with 50 memories each (5 relevant), one stream each, benchmarks.relay's question, through "

@@ -1,7 +1,7 @@
 """Admitting a chat request under the limits of its API key, its user and its model (docs/LIMITS.md).
 
 Which limits apply is known without the database: the operator's rows (`limits`, read at the first request and
-again every REFRESH_S in the background) over the defaults of LIMITS_PER_KEY / _USER / _MODEL. A request none
+again every REFRESH_S, `run`) over the defaults of LIMITS_PER_KEY / _USER / _MODEL. A request none
 applies to costs nothing more. Otherwise one call of `limits_admit` (store/limits.py) counts it against every
 subject at once, across every replica, or names the limit it would pass (then 429, with Retry-After); when the
 request ends, `spend` counts its tokens and gives its places back. The shared state failing or late
@@ -12,8 +12,8 @@ memory_proxy_limits_fail_open_total).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
-import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, replace
@@ -55,8 +55,6 @@ class Limiter:
         self._defaults = {kind: Limit(kind, EVERY, **values) for kind, values in
                           (("key", settings.key), ("user", settings.user), ("model", settings.model))}
         self._rows: dict[tuple[str, str], Limit] | None = None  # the operator's, once read
-        self._read_at = -REFRESH_S
-        self._reading: asyncio.Task[None] | None = None
 
     def applying(self, subjects: Mapping[str, str | None]) -> list[Limit]:
         """The limits of each subject that has any: its own row, else its kind's `*` row, else the default."""
@@ -73,8 +71,6 @@ class Limiter:
     async def admit(self, *, key: str | None, user: str | None, model: str | None) -> Ticket | Refusal:
         if self._rows is None:
             await self._read()  # the first request waits for the operator's rows (bounded)
-        elif time.monotonic() - self._read_at > REFRESH_S and self._reading is None:
-            self._reading = asyncio.create_task(self._read())
         limits = self.applying({"key": key, "user": user, "model": model})
         if not limits:
             return UNCOUNTED
@@ -118,6 +114,15 @@ class Limiter:
             LIMITS_FAIL_OPEN.labels("spend").inc()
             log.warning("limits_fail_open", phase="spend", error=type(exc).__name__)
 
+    async def run(self, stop: asyncio.Event) -> None:
+        """The operator's rows read again every REFRESH_S, until `stop` (services.py): a change made through
+        another replica is in force here within that, whether requests come or not."""
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), REFRESH_S)
+            if not stop.is_set():
+                await self._read()
+
     async def _read(self) -> None:
         try:
             with anyio.fail_after(ADMIT_TIMEOUT_S):
@@ -129,9 +134,6 @@ class Limiter:
             log.warning("limits_fail_open", phase="load", error=type(exc).__name__)
             if self._rows is None:
                 self._rows = {}
-        finally:
-            self._read_at = time.monotonic()
-            self._reading = None
 
     def changed(self, limit: Limit | None = None, *, gone: tuple[str, str] | None = None) -> None:
         """An operator's change through this process: in force here at once (other replicas: within REFRESH_S)."""

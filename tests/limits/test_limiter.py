@@ -4,11 +4,13 @@ no limit costs nothing; the shared state failing admits the request, counted."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
 import respx
 
+from memory_proxy.limits import limiter as limiter_module
 from memory_proxy.limits.limiter import UNCOUNTED, Limiter, key_id
 from memory_proxy.settings import load_settings
 from memory_proxy.store import limits
@@ -16,6 +18,7 @@ from memory_proxy.store.database import make_pool
 from tests.support.data import PROXY_KEY, USER_A, USER_B
 from tests.support.fakes import ScriptedStream, chunk, sse, stream_reply
 from tests.support.proxy import chat_body, metric, user_headers
+from tests.support.servers import until
 
 
 async def test_a_user_past_a_limit_gets_429_with_retry_after_and_others_go_on(proxy: Any) -> None:
@@ -98,3 +101,21 @@ async def test_a_limit_an_operator_set_beats_the_default(proxy: Any, db: Any) ->
     assert (await client.post("/v1/chat/completions", json=chat_body("hi"),
                               headers=user_headers(USER_B))).status_code == 200
 
+
+
+async def test_a_limit_set_through_another_replica_is_read_without_a_request(env: dict[str, str], db: Any,
+                                                                             database_url: str, monkeypatch: Any) -> None:
+    """The operator's rows are read again every REFRESH_S by `run`, so a burst after a quiet spell is held to them."""
+    monkeypatch.setattr(limiter_module, "REFRESH_S", 0.05)
+    async with make_pool(database_url, 2) as pool:
+        limiter = Limiter(load_settings(env).limits, pool)
+        assert await limiter.admit(key=None, user=USER_A, model=None) is UNCOUNTED  # rows read: none
+        stop = asyncio.Event()
+        running = asyncio.create_task(limiter.run(stop))
+        await limits.set_limit(db, limits.Limit("user", USER_A, concurrent=1))  # as another replica's API would
+        await until(lambda: bool(limiter.applying({"user": USER_A})))
+        stop.set()
+        await running
+        first = await limiter.admit(key=None, user=USER_A, model=None)
+        assert first is not UNCOUNTED and isinstance(await limiter.admit(key=None, user=USER_A, model=None),
+                                                     limits.Refusal)
