@@ -216,7 +216,8 @@ async def erase_user(conn: AsyncConnection[Any], user_id: str) -> dict[str, int]
     scope), then the vectors nobody links any more and that are not global (every user's links must be seen).
     The team memories the user wrote stay the team's, written by nobody: `author` and the audit rows' `actor`
     set to NULL in every team (`team_memories`: how many memories); the team proposals made from their words
-    (TEAM_FACTS=review) are deleted (`team_proposals`)."""
+    (TEAM_FACTS=review) are deleted (`team_proposals`), and so is their fair use's record (`usage`: the windows
+    of their requests and tokens; an operator's limits for them stay, as the operator's)."""
     async with user_scope(conn, user_id):
         memberships = await conn.execute("DELETE FROM team_members WHERE user_id = %s", [user_id])
         jobs = await conn.execute("DELETE FROM memory_jobs WHERE user_id = %s", [user_id])
@@ -227,9 +228,10 @@ async def erase_user(conn: AsyncConnection[Any], user_id: str) -> dict[str, int]
         authored = await conn.execute("UPDATE users_vectors SET author = NULL WHERE author = %s", [user_id])
         await conn.execute("UPDATE memory_updates SET actor = NULL WHERE actor = %s", [user_id])
         proposed = await conn.execute("DELETE FROM team_proposals WHERE proposed_by = %s", [user_id])
+        usage = await conn.execute("DELETE FROM limit_usage WHERE kind = 'user' AND subject = %s", [user_id])
     counts = {"memories": len(vector_ids), "updates": updates.rowcount, "jobs": jobs.rowcount,
               "memberships": memberships.rowcount, "team_memories": authored.rowcount,
-              "team_proposals": proposed.rowcount}
+              "team_proposals": proposed.rowcount, "usage": usage.rowcount}
     counts["vectors"] = await delete_orphan_vectors(conn, vector_ids)
     return counts
 

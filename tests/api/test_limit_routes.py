@@ -53,3 +53,13 @@ async def test_a_user_reads_their_own_use_only_and_cannot_set_limits(proxy: Any)
     forbidden = await client.put("/api/v1/limits", json={"kind": "user", "subject": USER_A},
                                  headers=user_headers(USER_A))
     assert forbidden.status_code == 403
+
+
+async def test_erasing_a_user_erases_the_record_of_their_use(proxy: Any) -> None:
+    client = await proxy(LIMITS_PER_USER="rpm=100")
+    assert (await client.post("/v1/chat/completions", json=chat_body("hi"),
+                              headers=user_headers(USER_A))).status_code == 200
+    assert [u["subject"] for u in (await client.get("/api/v1/usage")).json()["usage"]] == [USER_A]
+    erased = await client.post("/api/v1/erase", params={"user": USER_A, "confirm": USER_A})
+    assert erased.status_code == 200 and erased.json()["erased"]["usage"] == 2  # its minute and its day
+    assert (await client.get("/api/v1/usage")).json()["usage"] == []

@@ -310,7 +310,7 @@ async def test_export_then_erase_leaves_nothing_of_the_user(client: Any, db: Any
     erased = await client.post(f"{API}/erase", params={**admin(USER_A), "confirm": USER_A})
     assert erased.status_code == 200, erased.text
     assert erased.json()["erased"] == {"memories": 3, "updates": 2, "jobs": 2, "memberships": 0,
-                                        "team_memories": 0, "team_proposals": 0, "vectors": 2}
+                                        "team_memories": 0, "team_proposals": 0, "usage": 0, "vectors": 2}
 
     for table in ("users_vectors", "memory_updates", "memory_jobs", "memory_terms", "memory_lexicon",
                   "memory_term_stats"):
