@@ -10,7 +10,7 @@ limiter.REFRESH_S.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Annotated, Any
 
 from litestar import Request, Router, delete, get, put
@@ -31,16 +31,6 @@ from .team_routes import OPERATOR, team_caller
 KEY_ID = re.compile(r"[0-9a-f]{16}")
 MAX_LIMIT = 2**62
 USAGE_PAGE = 100
-
-
-@dataclass
-class LimitIn:
-    kind: str
-    subject: str
-    rpm: int | None = None
-    tpm: int | None = None
-    concurrent: int | None = None
-    daily_tokens: int | None = None
 
 
 def checked_subject(kind: str, subject: str) -> tuple[str, str]:
@@ -79,7 +69,7 @@ async def list_limits(request: Request[Any, Any, Any], services: NamedDependency
 
 @put("/limits", summary="Set a key's, user's or model's limits; none given: back to the defaults (operators)")
 async def set_limit(request: Request[Any, Any, Any], services: NamedDependency[Services],
-                    data: JSONBody[LimitIn]) -> dict[str, Any]:
+                    data: JSONBody[Limit]) -> dict[str, Any]:
     _operator_only(request, services)
     kind, subject = checked_subject(data.kind, data.subject)
     values = {name: getattr(data, name) for name in LIMIT_NAMES}
