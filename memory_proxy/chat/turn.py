@@ -27,7 +27,7 @@ from ..errors import UpstreamError, openai_error
 from ..formation.memory_text import storable
 from ..http.auth import bearer_token, read_user_id
 from ..job_payload import FormationPayload, Message, Retrieved
-from ..limits.limiter import Tab, describe, key_id
+from ..limits.limiter import Tab, describe, key_id, paced
 from ..observability import (
     ADDED_LATENCY,
     JOB_EVENTS,
@@ -164,7 +164,7 @@ async def chat_turn(services: Services, headers: Mapping[str, str], raw: bytes) 
     admitted = await services.limiter.admit(key=key_id(token) if token else None, user=user_id,
                                             model=model if isinstance(model, str) else None)
     if isinstance(admitted, Refusal):
-        return rate_limited(admitted, services.limiter.limit_of(admitted))
+        return rate_limited(await paced(admitted), services.limiter.limit_of(admitted))
     if not admitted.subjects:
         return await _relayed(services, headers, raw, body, user_id, started, said_at)
     tab = Tab(services.limiter, admitted, raw)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, replace
@@ -31,6 +32,17 @@ from .meter import Meter
 REFRESH_S = 5.0  # an operator's change reaches every replica within this
 ADMIT_TIMEOUT_S = 0.25  # past it the request goes on uncounted
 LEASE_S = 900  # a request in flight holds its place at most this long when its replica dies before it ends
+# After a refusal this process refuses that subject again at once, without asking PostgreSQL, for this long (at
+# most until its Retry-After): a flood of one key then costs the database nothing, and the other users' turns
+# keep their connections (benchmarks.stall key_flood). It only ever refuses more, never admits more; requests at
+# once free up as streams end, so they are held the least.
+HOLD_S = {"rpm": 1.0, "tpm": 1.0, "daily_tokens": 5.0, "concurrent": 0.05}
+MAX_HELD = 4096  # subjects held refused in one process (expired ones dropped first)
+# A refusal is answered after this long (at most its Retry-After): a client that asks again at once, from many
+# connections, then sends one request a second per connection instead of as many as the proxy can answer, and
+# its 429s no longer crowd the other users' turns out of the event loop (benchmarks.stall key_flood). Waiting
+# costs no CPU; the client had to wait anyway.
+PACE_S = 1.0
 
 
 def key_id(token: str) -> str:
@@ -55,6 +67,7 @@ class Limiter:
         self._defaults = {kind: Limit(kind, EVERY, **values) for kind, values in
                           (("key", settings.key), ("user", settings.user), ("model", settings.model))}
         self._rows: dict[tuple[str, str], Limit] | None = None  # the operator's, once read
+        self._held: dict[tuple[str, str], tuple[float, float, Refusal]] = {}  # refused here lately: since, until, why
 
     def applying(self, subjects: Mapping[str, str | None]) -> list[Limit]:
         """The limits of each subject that has any: its own row, else its kind's `*` row, else the default."""
@@ -74,6 +87,9 @@ class Limiter:
         limits = self.applying({"key": key, "user": user, "model": model})
         if not limits:
             return UNCOUNTED
+        if (held := self._still_held(limits)) is not None:
+            LIMITED.labels(held.kind, held.which).inc()
+            return held
         request = uuid.uuid4()
         try:
             with anyio.fail_after(ADMIT_TIMEOUT_S):
@@ -85,8 +101,26 @@ class Limiter:
             return UNCOUNTED
         if refusal is not None:
             LIMITED.labels(refusal.kind, refusal.which).inc()
+            self._hold(refusal)
             return refusal
         return Ticket(request, tuple((lim.kind, lim.subject) for lim in limits))
+
+    def _still_held(self, limits: list[Limit]) -> Refusal | None:
+        now = time.monotonic()
+        for limit in limits:
+            found = self._held.get((limit.kind, limit.subject))
+            if found is not None and found[1] > now:
+                since, _, refusal = found
+                return replace(refusal, retry_after=max(refusal.retry_after - (now - since), 1.0))
+        return None
+
+    def _hold(self, refusal: Refusal) -> None:
+        now = time.monotonic()
+        if len(self._held) >= MAX_HELD:
+            self._held = {k: v for k, v in self._held.items() if v[1] > now}
+        if len(self._held) < MAX_HELD:
+            self._held[(refusal.kind, refusal.subject)] = (now, now + min(HOLD_S[refusal.which], refusal.retry_after),
+                                                           refusal)
 
     async def spend(self, ticket: Ticket, tokens: int) -> None:
         """An admitted request's end: its tokens counted, its places given back."""
@@ -166,6 +200,13 @@ class Tab:
         if not self._settled:
             self._settled = True
             await self._limiter.spend(self._ticket, self.meter.tokens)
+
+
+async def paced(refusal: Refusal) -> Refusal:
+    """The refusal once PACE_S (or its Retry-After, if shorter) has passed, with what is left of its Retry-After."""
+    waited = min(PACE_S, refusal.retry_after)
+    await asyncio.sleep(waited)
+    return replace(refusal, retry_after=refusal.retry_after - waited)
 
 
 def describe(refusal: Refusal, value: Any) -> str:

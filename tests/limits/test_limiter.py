@@ -119,3 +119,26 @@ async def test_a_limit_set_through_another_replica_is_read_without_a_request(env
         first = await limiter.admit(key=None, user=USER_A, model=None)
         assert first is not UNCOUNTED and isinstance(await limiter.admit(key=None, user=USER_A, model=None),
                                                      limits.Refusal)
+
+
+async def test_a_subject_just_refused_is_refused_again_without_asking_the_database(env: dict[str, str],
+                                                                                   database_url: str) -> None:
+    """A flood of one key costs PostgreSQL one refusal a second, not one per request (benchmarks.stall key_flood)."""
+    async with make_pool(database_url, 2) as pool:
+        class Counting:
+            asked = 0
+
+            def connection(self) -> Any:
+                self.asked += 1
+                return pool.connection()
+
+        counting = Counting()
+        limiter = Limiter(load_settings({**env, "LIMITS_PER_USER": "rpm=1"}).limits, counting)  # type: ignore[arg-type]
+        assert await limiter.admit(key=None, user=USER_A, model=None) is not UNCOUNTED
+        first = await limiter.admit(key=None, user=USER_A, model=None)
+        asked = counting.asked
+        again = [await limiter.admit(key=None, user=USER_A, model=None) for _ in range(20)]
+        assert isinstance(first, limits.Refusal) and all(isinstance(r, limits.Refusal) for r in again)
+        assert counting.asked == asked and all(1 <= r.retry_after <= first.retry_after for r in again)  # type: ignore[union-attr]
+        assert await limiter.admit(key=None, user=USER_B, model=None) is not UNCOUNTED  # another user: asked
+        assert counting.asked == asked + 1

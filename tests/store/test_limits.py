@@ -95,3 +95,15 @@ async def test_maintenance_forgets_usage_older_than_two_days(db: Any) -> None:
     assert await limits.forget_old_usage(db) == 1
     [use] = await limits.usage(db, "user", "ann")
     assert use.requests_today == 1
+
+
+async def test_the_sliding_minute_counts_its_steps_whole_and_the_one_it_cuts_in_part(db: Any) -> None:
+    """10-second steps: at 00:01:05 the minute began at 00:00:05, so the step of 00:00:00 counts half; the step of
+    23:59:50 not at all. (At a minute's turn a whole minute's requests no longer count again at a discount.)"""
+    for start, requests in (("2025-12-31 23:59:50", 100), ("2026-01-01 00:00:00", 10), ("2026-01-01 00:00:50", 3),
+                            ("2026-01-01 00:01:00", 1)):
+        await db.execute("INSERT INTO limit_usage (kind, subject, span, start, requests) "
+                         "VALUES ('user', 'ann', 'm', %s::timestamptz, %s)", [start + "+00", requests])
+    cur = await db.execute("SELECT limits_rate('user', 'ann', '2026-01-01 00:01:05+00', false), "
+                           "limits_wait('2026-01-01 00:01:05+00')")
+    assert await cur.fetchone() == (5 + 3 + 1, 5)

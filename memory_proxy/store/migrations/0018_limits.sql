@@ -16,7 +16,8 @@ CREATE TABLE limits (
     PRIMARY KEY (kind, subject)
 );
 
--- Requests and tokens per subject and minute ('m') or UTC day ('d'), `start` the window's first instant.
+-- Requests and tokens per subject and 10-second step ('m', for the sliding minute; a step older than 70 s is
+-- deleted as the next is written) or UTC day ('d'), `start` the window's first instant.
 CREATE TABLE limit_usage (
     kind text NOT NULL,
     subject text NOT NULL,
@@ -37,18 +38,27 @@ CREATE TABLE limit_leases (
     PRIMARY KEY (kind, subject, request)
 );
 
--- The estimate of a sliding minute (Cloudflare's): the last full minute weighted by how much of it still lies in
--- the 60 s before `now`, plus this minute.
+-- The 10-second step `p_now` falls in.
+CREATE FUNCTION limits_step(p_now timestamptz) RETURNS timestamptz
+    LANGUAGE sql IMMUTABLE
+AS $$ SELECT to_timestamp(floor(extract(epoch FROM p_now) / 10) * 10) $$;
+
+-- Requests (or tokens) in the 60 s before `p_now`: the steps inside it whole, the one it cuts weighted by the share
+-- of it inside (so off by at most a part of one step's, never a minute's at a minute's turn).
 CREATE FUNCTION limits_rate(p_kind text, p_subject text, p_now timestamptz, p_tokens boolean) RETURNS float8
     LANGUAGE sql STABLE
 AS $$
-    SELECT coalesce(sum(CASE WHEN start = date_trunc('minute', p_now) THEN 1.0
-                             ELSE 1.0 - extract(epoch FROM p_now - date_trunc('minute', p_now)) / 60 END
+    SELECT coalesce(sum(CASE WHEN start > p_now - interval '60 seconds' THEN 1.0
+                             ELSE 1.0 - extract(epoch FROM p_now - interval '60 seconds' - start) / 10 END
                         * CASE WHEN p_tokens THEN tokens ELSE requests END), 0)
       FROM limit_usage
-     WHERE kind = p_kind AND subject = p_subject AND span = 'm'
-       AND start IN (date_trunc('minute', p_now), date_trunc('minute', p_now) - interval '1 minute')
+     WHERE kind = p_kind AND subject = p_subject AND span = 'm' AND start > p_now - interval '70 seconds'
 $$;
+
+-- Seconds until the 60 s before now hold one step less: the cut step leaves the window.
+CREATE FUNCTION limits_wait(p_now timestamptz) RETURNS float8
+    LANGUAGE sql IMMUTABLE
+AS $$ SELECT greatest(1, 10 - extract(epoch FROM p_now - limits_step(p_now)))::float8 $$;
 
 -- Admit one request of these subjects under these limits (arrays of one length, a NULL limit none): the first limit
 -- it would pass as (admitted false, kind, subject, which limit, seconds to wait); else counted, its leases taken
@@ -61,9 +71,8 @@ AS $$
 #variable_conflict use_column
 DECLARE
     now_ timestamptz := clock_timestamp();
-    minute_ timestamptz := date_trunc('minute', now_);
+    step_ timestamptz := limits_step(now_);
     day_ timestamptz := date_trunc('day', now_ AT TIME ZONE 'UTC') AT TIME ZONE 'UTC';
-    into_minute float8 := extract(epoch FROM now_ - minute_);
     rate float8;
     spent bigint;
     held integer;
@@ -74,14 +83,14 @@ BEGIN
         IF p_rpm[i] IS NOT NULL THEN
             rate := limits_rate(p_kinds[i], p_subjects[i], now_, false);
             IF rate + 1 > p_rpm[i] THEN
-                RETURN QUERY SELECT false, p_kinds[i], p_subjects[i], 'rpm', greatest(1, 60 - into_minute);
+                RETURN QUERY SELECT false, p_kinds[i], p_subjects[i], 'rpm', limits_wait(now_);
                 RETURN;
             END IF;
         END IF;
         IF p_tpm[i] IS NOT NULL THEN
             rate := limits_rate(p_kinds[i], p_subjects[i], now_, true);
             IF rate >= p_tpm[i] THEN
-                RETURN QUERY SELECT false, p_kinds[i], p_subjects[i], 'tpm', greatest(1, 60 - into_minute);
+                RETURN QUERY SELECT false, p_kinds[i], p_subjects[i], 'tpm', limits_wait(now_);
                 RETURN;
             END IF;
         END IF;
@@ -105,8 +114,10 @@ BEGIN
     END LOOP;
     FOR i IN 1 .. coalesce(array_length(p_kinds, 1), 0) LOOP
         INSERT INTO limit_usage AS u (kind, subject, span, start, requests)
-        VALUES (p_kinds[i], p_subjects[i], 'm', minute_, 1), (p_kinds[i], p_subjects[i], 'd', day_, 1)
+        VALUES (p_kinds[i], p_subjects[i], 'm', step_, 1), (p_kinds[i], p_subjects[i], 'd', day_, 1)
         ON CONFLICT (kind, subject, span, start) DO UPDATE SET requests = u.requests + 1;
+        DELETE FROM limit_usage u WHERE u.kind = p_kinds[i] AND u.subject = p_subjects[i] AND u.span = 'm'
+                                    AND u.start <= now_ - interval '70 seconds';
         IF p_concurrent[i] IS NOT NULL THEN
             INSERT INTO limit_leases VALUES (p_kinds[i], p_subjects[i], p_request, now_ + make_interval(secs => p_lease_s))
             ON CONFLICT DO NOTHING;
@@ -126,7 +137,7 @@ DECLARE
 BEGIN
     IF p_tokens > 0 THEN
         INSERT INTO limit_usage AS u (kind, subject, span, start, tokens)
-        SELECT k, s, span, CASE span WHEN 'm' THEN date_trunc('minute', now_)
+        SELECT k, s, span, CASE span WHEN 'm' THEN limits_step(now_)
                                      ELSE date_trunc('day', now_ AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' END, p_tokens
           FROM unnest(p_kinds, p_subjects) AS t(k, s), (VALUES ('m'::"char"), ('d'::"char")) AS spans(span)
         ON CONFLICT (kind, subject, span, start) DO UPDATE SET tokens = u.tokens + excluded.tokens;
