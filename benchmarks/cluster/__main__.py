@@ -223,9 +223,11 @@ def report(r: dict[str, Any]) -> str:
     if fu := r.get("fair_use"):
         m, c = fu["per_minute"], fu["at_once"]
         out += ["", "## 4b. Fair use across replicas", "",
-                "| limit of one user | set | sent (over every replica) | admitted | refused (429) | **off by** |",
+                "| limit of one user | set | sent (over every replica) | admitted (most in 60 s) | refused (429) "
+                "| **off by** |",
                 "|---|---|---|---|---|---|",
-                f"| requests a minute | {m['limit']} | {m['sent']} in {m['seconds']} s | {m['admitted']} | {m['refused']} "
+                f"| requests a minute | {m['limit']} | {m['sent']} in {m['seconds']} s | {m['admitted']} "
+                f"({m['most_in_60s']}) | {m['refused']} "
                 f"| **{100 * m['off_by']:+.1f} %** |",
                 f"| requests at once | {c['limit']} | {c['sent']} at once | {c['admitted']} | {c['refused']} "
                 f"| most at once **{c['most_at_once']}** (per replica: "

@@ -29,7 +29,7 @@ async def test_a_user_past_a_limit_gets_429_with_retry_after_and_others_go_on(pr
     refused = await client.post("/v1/chat/completions", json=chat_body("hi"), headers=user_headers(USER_A))
     other = await client.post("/v1/chat/completions", json=chat_body("hi"), headers=user_headers(USER_B))
     assert codes == [200, 200] and refused.status_code == 429 and other.status_code == 200
-    assert 1 <= int(refused.headers["retry-after"]) <= 60
+    assert 1 <= int(refused.headers["retry-after"]) <= 70
     error = refused.json()["error"]
     assert (error["type"], error["code"]) == ("requests", "rate_limit_exceeded")
     assert "requests per minute" in error["message"] and USER_A in error["message"]

@@ -43,22 +43,27 @@ CREATE FUNCTION limits_step(p_now timestamptz) RETURNS timestamptz
     LANGUAGE sql IMMUTABLE
 AS $$ SELECT to_timestamp(floor(extract(epoch FROM p_now) / 10) * 10) $$;
 
--- Requests (or tokens) in the 60 s before `p_now`: the steps inside it whole, the one it cuts weighted by the share
--- of it inside (so off by at most a part of one step's, never a minute's at a minute's turn).
+-- Requests (or tokens) of the last minute: every step any second of the 60 s before `p_now` falls in, each whole
+-- until its last second has left them (so a limit is never passed in any 60 s; a step counts up to 10 s longer
+-- than a minute). A share of the step the minute cuts (the usual sliding-window estimate) would let a burst in
+-- that step count again at a discount: with steps of a minute, 132 admitted of 120 at a minute's turn;
+-- of 10 s, 422 of 300 in 57 s (benchmarks.cluster fair_use).
 CREATE FUNCTION limits_rate(p_kind text, p_subject text, p_now timestamptz, p_tokens boolean) RETURNS float8
     LANGUAGE sql STABLE
 AS $$
-    SELECT coalesce(sum(CASE WHEN start > p_now - interval '60 seconds' THEN 1.0
-                             ELSE 1.0 - extract(epoch FROM p_now - interval '60 seconds' - start) / 10 END
-                        * CASE WHEN p_tokens THEN tokens ELSE requests END), 0)
+    SELECT coalesce(sum(CASE WHEN p_tokens THEN tokens ELSE requests END), 0)::float8
       FROM limit_usage
      WHERE kind = p_kind AND subject = p_subject AND span = 'm' AND start > p_now - interval '70 seconds'
 $$;
 
--- Seconds until the 60 s before now hold one step less: the cut step leaves the window.
-CREATE FUNCTION limits_wait(p_now timestamptz) RETURNS float8
-    LANGUAGE sql IMMUTABLE
-AS $$ SELECT greatest(1, 10 - extract(epoch FROM p_now - limits_step(p_now)))::float8 $$;
+-- Seconds until the oldest step counted in the last minute has left it.
+CREATE FUNCTION limits_wait(p_kind text, p_subject text, p_now timestamptz) RETURNS float8
+    LANGUAGE sql STABLE
+AS $$
+    SELECT greatest(1, extract(epoch FROM min(start) + interval '70 seconds' - p_now))::float8
+      FROM limit_usage
+     WHERE kind = p_kind AND subject = p_subject AND span = 'm' AND start > p_now - interval '70 seconds'
+$$;
 
 -- Admit one request of these subjects under these limits (arrays of one length, a NULL limit none): the first limit
 -- it would pass as (admitted false, kind, subject, which limit, seconds to wait); else counted, its leases taken
@@ -83,14 +88,14 @@ BEGIN
         IF p_rpm[i] IS NOT NULL THEN
             rate := limits_rate(p_kinds[i], p_subjects[i], now_, false);
             IF rate + 1 > p_rpm[i] THEN
-                RETURN QUERY SELECT false, p_kinds[i], p_subjects[i], 'rpm', limits_wait(now_);
+                RETURN QUERY SELECT false, p_kinds[i], p_subjects[i], 'rpm', limits_wait(p_kinds[i], p_subjects[i], now_);
                 RETURN;
             END IF;
         END IF;
         IF p_tpm[i] IS NOT NULL THEN
             rate := limits_rate(p_kinds[i], p_subjects[i], now_, true);
             IF rate >= p_tpm[i] THEN
-                RETURN QUERY SELECT false, p_kinds[i], p_subjects[i], 'tpm', limits_wait(now_);
+                RETURN QUERY SELECT false, p_kinds[i], p_subjects[i], 'tpm', limits_wait(p_kinds[i], p_subjects[i], now_);
                 RETURN;
             END IF;
         END IF;
