@@ -15,4 +15,9 @@ BYTES_PER_TOKEN = 3.5
 
 
 def count_tokens(text: str) -> int:
-    return math.ceil(len(text.encode("utf-8", "replace")) / BYTES_PER_TOKEN)
+    return tokens_of(len(text.encode("utf-8", "replace")))
+
+
+def tokens_of(size: int) -> int:
+    """The estimate for a text of `size` UTF-8 bytes."""
+    return math.ceil(size / BYTES_PER_TOKEN)

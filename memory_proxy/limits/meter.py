@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..chat.reply_reader import SSEEvents, delta_text, event_data, first_choice, reply_text
-from ..tokens import count_tokens
+from ..tokens import tokens_of
 
 
 def _total(usage: Any) -> int | None:
@@ -19,7 +19,7 @@ class Meter:
     """Fed the reply (the relayed SSE bytes, or a completion), gives the request's tokens."""
 
     def __init__(self, sent: bytes) -> None:
-        self._prompt = count_tokens(sent.decode("utf-8", "replace"))
+        self._prompt = tokens_of(len(sent))  # the request as sent: bytes already, not decoded again
         self._events = SSEEvents()
         self._reply_chars = 0
         self._usage: int | None = None
@@ -39,4 +39,4 @@ class Meter:
     def tokens(self) -> int:
         if self._usage is not None:
             return self._usage
-        return self._prompt + count_tokens("x" * self._reply_chars)
+        return self._prompt + tokens_of(self._reply_chars)  # (characters: at least one byte each)

@@ -64,6 +64,7 @@ class UserIndex:
     codes: np.ndarray  # (words, n) uint64: each vector's sign bits (the SQL's binary_quantize), packed, by word
     has_vector: np.ndarray  # bool (n,)
     always_on: np.ndarray  # bool (n,): pinned or identity
+    facts: np.ndarray  # bool (n,): not an episode (a question about the user as a whole reads facts only)
     pinned: np.ndarray  # bool (n,)
     expires: np.ndarray  # float64 (n,): POSIX time, inf for never
     lasts_until: float  # the first expiry of a memory not pinned (inf for none): all are live before it
@@ -117,7 +118,7 @@ class UserIndex:
             memories=[Memory(id=r.id, content=r.content, created_at=r.created_at, stated_at=r.stated_at,
                              memory_type=r.memory_type, pinned=r.pinned) for r in rows],
             vectors=vectors, codes=np.ascontiguousarray(_codes(vectors).T), has_vector=has_vector, pinned=pinned,
-            always_on=always_on,
+            always_on=always_on, facts=np.array([r.memory_type != EPISODE for r in rows], dtype=bool),
             expires=expires, lasts_until=float(expires[~pinned].min(initial=_NEVER)), everyone=np.ones(n, dtype=bool),
             recent_order=np.lexsort((np.arange(n), -linked)) if n else np.zeros(0, dtype=np.int64),
             always_order=always_order, always_first=always_order[always_on[always_order]][:ALWAYS_ON_LIMIT].tolist(),
@@ -142,8 +143,7 @@ class UserIndex:
         live = self._live(now)
         found = Found()
         if tiers:
-            shown = live if not recent_facts else live & np.array([m.memory_type != EPISODE for m in self.memories],
-                                                                    dtype=bool)  # (rare: questions about the user)
+            shown = live & self.facts if recent_facts else live
             if live is self.everyone:
                 always = self.always_first
             else:
