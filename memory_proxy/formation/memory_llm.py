@@ -9,7 +9,9 @@ a lone surrogate, the wrong shape) is `MalformedReply`: the model has answered, 
 temperature 0 answers the same, so the caller reads it as an empty answer ("no facts") instead of
 failing the job. A server that is busy (the call timed out: LLM_BUSY) or down (unreachable, the connection
 dropped, HTTP 5xx, 408 or 429: LLM_DOWN) will answer later: the worker retries the job without spending
-an attempt (`WAITING`, JOB_BUSY_MAX_SECONDS). Any other failure (a 4xx that asking again will not change)
+an attempt (`WAITING`, JOB_BUSY_MAX_SECONDS). A call that timed out is asked again with twice the time, then four
+times (`patience`): a small model that writes to MEMORY_LLM_MAX_TOKENS on a slow machine times out on every try of
+the same length; only timeouts at four times the length spend attempts. Any other failure (a 4xx that asking again will not change)
 becomes `MemoryUnavailable("llm")`: the worker retries the job with backoff, up to JOB_MAX_ATTEMPTS.
 """
 
@@ -47,6 +49,18 @@ LLM_BUSY = "llm_busy"  # MemoryUnavailable's reason for a call that timed out: q
 LLM_DOWN = "llm_down"  # … for a server that could not be reached or failed: an outage, not the job's fault
 JOB_TOKENS: ContextVar[list[int] | None] = ContextVar("job_tokens", default=None)  # a job's calls' tokens (worker.py)
 WAITING = frozenset({LLM_BUSY, LLM_DOWN})  # reasons a job waits for the server without spending an attempt
+PATIENCE_STEPS = 3  # a job's calls get 1x, 2x, then 4x MEMORY_LLM_TIMEOUT, a step for each timeout
+
+
+def patience(timeouts: int) -> int:
+    """How many times MEMORY_LLM_TIMEOUT a job's calls may take after `timeouts` of its calls timed out."""
+    return 2 ** min(timeouts, PATIENCE_STEPS - 1)
+
+
+def timeout_spends_attempt(timeouts: int) -> bool:
+    """Whether a job's call that timed out after `timeouts` earlier ones spends an attempt: only at the last
+    step, where asking again gives no more time (before it, the job waits like one for a busy server)."""
+    return timeouts >= PATIENCE_STEPS - 1
 _TIMEOUTS = (TimeoutError, httpx.TimeoutException, openai.APITimeoutError)
 _UNREACHABLE = (httpx.TransportError, openai.APIConnectionError)  # refused, reset, DNS (after timeouts: subclasses)
 _LATER = frozenset({408, 429})  # 4xx statuses that say "ask again later"
@@ -107,6 +121,7 @@ def _usage(completion: Any) -> tuple[int, int]:
 class MemoryLLM:
     def __init__(self, settings: MemoryLLMSettings, http_client: httpx.AsyncClient) -> None:
         self.settings = settings
+        self.timeout_s = settings.timeout_s
         mode = MODES[settings.mode]
         if settings.provider == "mistral":
             sdk = Mistral(api_key=settings.api_key, server_url=settings.base_url.removesuffix("/v1"),
@@ -117,13 +132,16 @@ class MemoryLLM:
                                             http_client=http_client, max_retries=0)
             self._client = instructor.from_openai(sdk_openai, mode=mode)
 
-    def for_turn(self, model: str) -> MemoryLLM:
+    def for_turn(self, model: str, *, timeouts: int = 0) -> MemoryLLM:
         """The memory LLM that reads one turn: with the `upstream` provider, the same client asking the turn's
-        own model (MEMORY_LLM_MODEL for a job that names none); otherwise this one, as configured."""
-        if self.settings.provider != "upstream" or not model or model == self.settings.model:
+        own model (MEMORY_LLM_MODEL for a job that names none); otherwise this one, as configured. A job whose
+        calls timed out `timeouts` times before gets `patience(timeouts)` times MEMORY_LLM_TIMEOUT per call."""
+        model = model if self.settings.provider == "upstream" and model else self.settings.model
+        if model == self.settings.model and not timeouts:
             return self
         turn = copy.copy(self)  # the same SDK client and connections
         turn.settings = replace(self.settings, model=model)
+        turn.timeout_s = self.settings.timeout_s * patience(timeouts)
         return turn
 
     def _constrained(self, response_model: type[BaseModel]) -> dict[str, Any]:
@@ -136,7 +154,7 @@ class MemoryLLM:
         """One structured call; instructor re-asks once when the output does not validate, then
         `MalformedReply`."""
         try:
-            async with asyncio.timeout(self.settings.timeout_s):
+            async with asyncio.timeout(self.timeout_s):
                 result, completion = await self._client.create_with_completion(
                     model=self.settings.model, messages=messages,  # type: ignore[arg-type]
                     response_model=response_model, max_retries=1, temperature=0,

@@ -42,7 +42,7 @@ from ..settings import FormationSettings, MaintenanceSettings
 from ..store import jobs, memories
 from ..store.scope import acting_member, user_scope
 from .maintain import maintain_if_free
-from .memory_llm import JOB_TOKENS, WAITING, MemoryLLM
+from .memory_llm import JOB_TOKENS, LLM_BUSY, WAITING, MemoryLLM, timeout_spends_attempt
 from .steps import Formation, Turn, form
 from .write import keep_versions, write_decisions
 
@@ -101,9 +101,9 @@ class Worker:
                    "input_message_length": len(job.payload.get("user_message", ""))}
         try:
             payload = FormationPayload.from_json(job.payload)
+            llm = self.llm.for_turn(payload.model, timeouts=job.timeouts)
             formation = await form(Turn(job.user_id, job.said_at, payload), pool=self.pool,
-                                   embedder=self.embedder, llm=self.llm.for_turn(payload.model), scanner=self.scanner,
-                                   settings=self.settings)
+                                   embedder=self.embedder, llm=llm, scanner=self.scanner, settings=self.settings)
             acting = acting_member.set(job.user_id)  # the author of what it adds, the actor of what it changes (0014)
             try:
                 async with self.pool.connection() as conn, user_scope(conn, job.user_id):
@@ -149,12 +149,15 @@ class Worker:
     async def _fail(self, job: jobs.Job, exc: Exception) -> str:
         try:
             async with self.pool.connection() as conn, user_scope(conn, job.user_id):
-                busy = isinstance(exc, MemoryUnavailable) and exc.reason in WAITING
+                reason = exc.reason if isinstance(exc, MemoryUnavailable) else None
+                timed_out = reason == LLM_BUSY
+                busy = reason in WAITING and not (timed_out and timeout_spends_attempt(job.timeouts))
                 status = await jobs.fail(conn, job_id=job.id, worker_id=self.worker_id,
                                          error=f"{type(exc).__name__}: {exc}",
                                          max_attempts=self.settings.max_attempts,
                                          backoff_s=backoff_seconds(self.settings, job.attempts),
-                                         busy_max_s=self.settings.busy_max_s if busy else None)
+                                         busy_max_s=self.settings.busy_max_s if busy else None,
+                                         timed_out=timed_out)
         except (psycopg.Error, OSError):
             status = None  # the database is down too: the lease expires and the job is taken again
         JOB_EVENTS.labels("dead" if status == "dead" else "retried").inc()

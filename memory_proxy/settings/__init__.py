@@ -282,7 +282,8 @@ class FormationSettings:
         "local one queues formation behind chat) or finds the server down (unreachable, HTTP 5xx, 408 or 429) is "
         "not the job's failure: the job is retried without spending an attempt, after a backoff that grows with "
         "its age (a quarter of it, 10 s to 60 s), for this long after it was written; then these count as "
-        "failures (`JOB_MAX_ATTEMPTS`). An outage shorter than this kills no job.", positive_float)
+        "failures (`JOB_MAX_ATTEMPTS`). A timeout also counts once the job's calls were given four times "
+        "MEMORY_LLM_TIMEOUT. An outage shorter than this kills no job.", positive_float)
     lease_s: float = env("JOB_LEASE_SECONDS", "120", "A running job whose worker has not renewed it for this "
         "long is taken over by another worker (crash recovery).", positive_float)
     episodes: bool = env(_EPISODES, in_code=True)

@@ -71,7 +71,10 @@ class MemoryLLMSettings:
         "servers) or `md_json`. Default: `json` for `upstream` on this machine or a private network "
         "(loopback, private address, a host name without a dot such as a compose service), else `tools`.",
         choice("tools", "json_schema", "json", "md_json"), unset=_memory_llm_mode)
-    timeout_s: float = env("MEMORY_LLM_TIMEOUT", "60", "Seconds one memory-LLM call may take.", positive_float)
+    timeout_s: float = env("MEMORY_LLM_TIMEOUT", "60", "Seconds one memory-LLM call may take. A job "
+        "whose call timed out is asked again with twice, then four times as long (a small model writing to "
+        "MEMORY_LLM_MAX_TOKENS on a slow machine needs it every time); UPSTREAM_READ_TIMEOUT bounds a call too.",
+        positive_float)
     max_tokens: int = env("MEMORY_LLM_MAX_TOKENS", "1024", "Most tokens one memory-LLM reply may take (an "
         "extraction needs ~400). A small model that never closes its JSON stops here, not at the timeout: the "
         "reply is then malformed and read as no answer.", positive_int)

@@ -35,6 +35,7 @@ class Job:
     # that a payload it cannot read fails its own job, not the claim of the others
     said_at: datetime
     attempts: int
+    timeouts: int = 0  # of its memory-LLM calls so far (0019): its next calls are given more time
 
 
 async def enqueue(conn: AsyncConnection[Any], *, user_id: str, payload: FormationPayload, said_at: datetime) -> int:
@@ -99,7 +100,7 @@ async def claim(conn: AsyncConnection[Any], *, worker_id: str, limit: int, lease
             SET status = 'running', attempts = j.attempts + 1, locked_by = %(worker)s,
                 locked_until = now() + make_interval(secs => %(lease)s)
             FROM next WHERE j.id = next.id
-            RETURNING j.id, j.user_id, j.payload, j.said_at, j.attempts
+            RETURNING j.id, j.user_id, j.payload, j.said_at, j.attempts, j.timeouts
             """,
             {"limit": limit, "worker": worker_id, "lease": lease_s},
         )
@@ -146,11 +147,12 @@ async def complete(conn: AsyncConnection[Any], *, job_id: int, worker_id: str) -
 
 
 async def fail(conn: AsyncConnection[Any], *, job_id: int, worker_id: str, error: str,
-               max_attempts: int, backoff_s: float, busy_max_s: float | None = None) -> str | None:
+               max_attempts: int, backoff_s: float, busy_max_s: float | None = None,
+               timed_out: bool = False) -> str | None:
     """Back to the queue after `backoff_s`, or dead after `max_attempts`; returns the new status.
     With `busy_max_s` (the model server was busy or down: waiting, not failure), a job written less than that long ago
-    gets its attempt back and waits a quarter of its age (10 s to 60 s) instead. In the caller's scope (the job's
-    user), like `complete`."""
+    gets its attempt back and waits a quarter of its age (10 s to 60 s) instead. `timed_out` counts a memory-LLM
+    timeout in the job's `timeouts`. In the caller's scope (the job's user), like `complete`."""
     cur = await conn.execute(
         "WITH j AS (SELECT id, %(busy)s::float8 IS NOT NULL"
         "   AND created_at > now() - make_interval(secs => coalesce(%(busy)s::float8, 0)) AS busy"
@@ -158,12 +160,13 @@ async def fail(conn: AsyncConnection[Any], *, job_id: int, worker_id: str, error
         " UPDATE memory_jobs m SET"
         " status = CASE WHEN NOT j.busy AND m.attempts >= %(max)s THEN 'dead' ELSE 'queued' END,"
         " attempts = m.attempts - CASE WHEN j.busy THEN 1 ELSE 0 END,"
+        " timeouts = m.timeouts + CASE WHEN %(timed_out)s THEN 1 ELSE 0 END,"
         " run_after = now() + make_interval(secs => CASE WHEN j.busy"
         "   THEN least(greatest(extract(epoch FROM now() - m.created_at) / 4, 10), 60) ELSE %(backoff)s END),"
         " last_error = left(%(error)s, 2000), locked_by = NULL, locked_until = NULL"
         " FROM j WHERE m.id = j.id AND m.status = 'running' AND m.locked_by = %(worker)s RETURNING m.status",
         {"busy": busy_max_s, "id": job_id, "max": max_attempts, "backoff": backoff_s, "error": error,
-         "worker": worker_id})
+         "worker": worker_id, "timed_out": timed_out})
     row = await cur.fetchone()
     return str(row[0]) if row else None
 

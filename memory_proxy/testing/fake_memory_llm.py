@@ -47,6 +47,7 @@ class FakeMemoryLLM:
     provenance: Callable[[list[str]], list[int]] = lambda _parts: []  # the numbers of the parts not the user's
     down: bool = False               # answer every formation call with HTTP 503
     hang: asyncio.Event | None = None  # hold every answer until this event is set
+    slow_s: float = 0.0              # seconds every formation answer takes (a small model writing to its limit)
     usage: dict[str, int] = field(default_factory=lambda: dict(USAGE))  # reported per formation call
     prompts: list[tuple[str, str]] = field(default_factory=list)  # (purpose, the call's prompt)
     _pointers: dict[str, dict[str, str]] = field(default_factory=dict)  # fact → {known text: relation}
@@ -105,6 +106,8 @@ class FakeMemoryLLM:
         body = json.loads(request.content)
         if self.hang is not None and is_memory_prompt(body):
             await self.hang.wait()
+        if self.slow_s and is_memory_prompt(body):
+            await asyncio.sleep(self.slow_s)
         if self.down and is_memory_prompt(body):
             return httpx.Response(503, json={"error": {"message": "overloaded", "type": "server_error"}})
         return httpx.Response(200, json=self.answer(body))

@@ -343,6 +343,41 @@ async def test_a_busy_memory_llm_server_is_queueing_not_failure(
     assert await active_texts(db, USER_A) == [BUN]
 
 
+async def test_a_memory_llm_slower_than_its_timeout_every_time_is_given_more_time(
+        env: dict, client: Any, db: Any, memory_llm: Any) -> None:
+    """A 1.5B model writing to MEMORY_LLM_MAX_TOKENS on 2 cores took longer than MEMORY_LLM_TIMEOUT on every try
+    (LoCoMo conv-30's first turn), and its job was retried as "busy" for an hour while the user's later turns
+    waited. Its calls now get twice, then four times the time; a timeout at four times spends an attempt."""
+    from memory_proxy.formation.worker import Worker
+    from memory_proxy.services import open_services
+    from memory_proxy.settings import load_settings
+
+    async def rounds(worker: Any) -> list[tuple[str, int, int]]:
+        seen = []
+        for _ in range(3):
+            assert await worker.run_until_idle() == 1
+            cur = await db.execute("SELECT status, attempts, timeouts FROM memory_jobs WHERE status <> 'done'")
+            seen.append(await cur.fetchone() or ("done", 0, 0))
+            await db.execute("UPDATE memory_jobs SET run_after = now() WHERE status = 'queued'")
+        return seen
+
+    memory_llm.extract = runtime_facts
+    memory_llm.slow_s = 0.7  # each answer: over 0.3 s and 0.6 s, under 1.2 s
+    settings = load_settings({**env, "JOB_MAX_ATTEMPTS": "1", "MEMORY_LLM_TIMEOUT": "0.3"})
+    timeouts = metric("memory_proxy_llm_calls_total", purpose="extract", outcome="timeout")
+    await client.post(CHAT, json=chat_body(BUN_MSG), headers=user_headers(USER_A))
+    async with open_services(settings, httpx.AsyncClient()) as services:
+        worker = Worker(pool=services.pool, embedder=services.embedder, llm=services.llm, scanner=services.scanner,
+                        settings=settings.formation)
+        assert await rounds(worker) == [("queued", 0, 1), ("queued", 0, 2), ("done", 0, 0)]
+        assert await active_texts(db, USER_A) == [BUN]
+        assert metric("memory_proxy_llm_calls_total", purpose="extract", outcome="timeout") == timeouts + 2
+
+        memory_llm.hang = asyncio.Event()  # never answers: only the timeout at four times spends the attempt
+        await client.post(CHAT, json=chat_body(RUNTIME_Q), headers=user_headers(USER_A))
+        assert await rounds(worker) == [("queued", 0, 1), ("queued", 0, 2), ("dead", 1, 3)]
+
+
 OUTAGES = {
     "503": lambda memory_llm, route: setattr(memory_llm, "down", True),
     "connection refused": lambda memory_llm, route: route.mock(side_effect=httpx.ConnectError("refused")),
