@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from ..formation.memory_text import storable
@@ -90,27 +91,35 @@ def delta_text(choice: dict[str, Any]) -> str | None:
 
 
 class ReplyTee:
-    """Fed the relayed SSE bytes chunk by chunk; collects the first choice's content text (bounded)."""
+    """Fed the relayed SSE bytes chunk by chunk; collects the first choice's content text (bounded), and hands each
+    event's JSON to `sink` when given (the limits' meter: one reading of a stream serves both)."""
 
-    def __init__(self) -> None:
+    def __init__(self, sink: Callable[[Any], None] | None = None) -> None:
         self._events = SSEEvents()
         self._parts: list[str] = []
         self._size = 0
+        self._sink = sink
 
     def feed(self, chunk: bytes) -> None:
-        if self._size < MAX_REPLY_CHARS:
+        if self._size < MAX_REPLY_CHARS or self._sink:
             for raw in self._events.feed(chunk):
                 self._take(raw)
 
     def _take(self, raw: bytes) -> None:
-        if text := delta_text(first_choice(event_data(raw))):
+        data = event_data(raw)
+        if self._sink:
+            self._sink(data)
+        if self._size < MAX_REPLY_CHARS and (text := delta_text(first_choice(data))):
             self._parts.append(text)
             self._size += len(text)
 
+    def end(self) -> None:
+        """The stream ended: a last event without its blank line is read too."""
+        if self._size < MAX_REPLY_CHARS or self._sink:
+            self._take(self._events.rest())
+
     @property
     def text(self) -> str:
-        if self._size < MAX_REPLY_CHARS:  # a last event without its blank line
-            self._take(self._events.rest())
         return storable("".join(self._parts)[:MAX_REPLY_CHARS])
 
 

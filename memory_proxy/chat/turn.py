@@ -28,6 +28,7 @@ from ..formation.memory_text import storable
 from ..http.auth import bearer_token, read_user_id
 from ..job_payload import FormationPayload, Message, Retrieved
 from ..limits.limiter import Tab, describe, key_id, paced
+from ..limits.meter import Meter
 from ..observability import (
     ADDED_LATENCY,
     JOB_EVENTS,
@@ -90,15 +91,17 @@ def upstream_error_response(status: int, body: bytes, headers: dict[str, str]) -
                     media_type="application/json")
 
 
-async def relay_stream(body: AsyncIterator[bytes], on_end: OnReplyEnd | None = None) -> AsyncIterator[bytes]:
+async def relay_stream(body: AsyncIterator[bytes], on_end: OnReplyEnd | None = None,
+                       meter: Meter | None = None) -> AsyncIterator[bytes]:
     """SSE bytes as they arrive; an upstream failure mid-stream (dropped connection, silence past
     UPSTREAM_READ_TIMEOUT) ends the stream with an SSE event `data: {"error": {...}}` and no `[DONE]`:
     the chunks already relayed stay, and OpenWebUI and the OpenAI SDKs show it as an error.
     With `on_end`, the assistant's text is teed off the relayed bytes and handed over at the end —
-    also when the client disconnects (shielded from that cancellation, bounded in time).
+    also when the client disconnects (shielded from that cancellation, bounded in time); the same reading of the
+    events feeds the limits' `meter`.
     Backpressure: the next chunk is read from the upstream only once the server took this one, so a
     slow client slows the upstream down instead of making us buffer (uvicorn pauses at 64 KiB)."""
-    tee = ReplyTee() if on_end else None
+    tee = ReplyTee(meter.event if meter else None) if on_end or meter else None
     try:
         async for chunk in body:
             yield chunk
@@ -109,6 +112,8 @@ async def relay_stream(body: AsyncIterator[bytes], on_end: OnReplyEnd | None = N
         log.warning("upstream_stream_dropped", error=exc.message)
         yield b"data: " + json.dumps(exc.to_body()).encode() + b"\n\n"
     finally:
+        if tee:
+            tee.end()
         if on_end and tee:
             with anyio.CancelScope(shield=True):
                 await on_end(tee.text)
@@ -236,8 +241,8 @@ async def _relayed(services: Services, headers: Mapping[str, str], raw: bytes, b
     if response.status_code >= 400:
         return upstream_error_response(response.status_code, await read_body(reply_body), reply_headers)
     if "text/event-stream" in media_type:
-        relayed = relay_stream(reply_body, on_end)
-        return Stream(tab.relayed(relayed) if tab else relayed, status_code=response.status_code,
+        relayed = relay_stream(reply_body, on_end, tab.meter if tab else None)
+        return Stream(tab.settled_after(relayed) if tab else relayed, status_code=response.status_code,
                       headers=reply_headers, media_type=media_type)
 
     reply = await read_body(reply_body)

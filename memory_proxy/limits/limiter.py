@@ -187,12 +187,11 @@ class Tab:
         self._limiter, self._ticket, self.meter = limiter, ticket, Meter(sent)
         self._settled = False
 
-    async def relayed(self, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-        """A stream's bytes unchanged, metered; the tab settled when it ends."""
+    async def settled_after(self, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        """A stream's bytes unchanged (metered as they are relayed: `meter.event`); the tab settled when it ends."""
         try:
             async for chunk in chunks:
                 yield chunk
-                self.meter.feed(chunk)
         finally:
             await self.settle()
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..chat.reply_reader import SSEEvents, delta_text, event_data, first_choice, reply_text
+from ..chat.reply_reader import delta_text, first_choice, reply_text
 from ..tokens import tokens_of
 
 
@@ -16,20 +16,18 @@ def _total(usage: Any) -> int | None:
 
 
 class Meter:
-    """Fed the reply (the relayed SSE bytes, or a completion), gives the request's tokens."""
+    """Fed the reply (each streamed event's JSON, from the relay's one reading of the stream: chat/turn.py
+    `relay_stream`; or a completion), gives the request's tokens."""
 
     def __init__(self, sent: bytes) -> None:
         self._prompt = tokens_of(len(sent))  # the request as sent: bytes already, not decoded again
-        self._events = SSEEvents()
         self._reply_chars = 0
         self._usage: int | None = None
 
-    def feed(self, chunk: bytes) -> None:
-        for raw in self._events.feed(chunk):
-            data = event_data(raw)
-            if isinstance(data, dict):
-                self._usage = _total(data.get("usage")) or self._usage
-                self._reply_chars += len(delta_text(first_choice(data)) or "")
+    def event(self, data: Any) -> None:
+        if isinstance(data, dict):
+            self._usage = _total(data.get("usage")) or self._usage
+            self._reply_chars += len(delta_text(first_choice(data)) or "")
 
     def completion(self, parsed: Any) -> None:
         self._usage = _total(parsed.get("usage")) if isinstance(parsed, dict) else None

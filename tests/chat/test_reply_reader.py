@@ -33,6 +33,21 @@ def test_a_long_reply_is_kept_to_its_first_characters() -> None:
     assert tee.text == "x" * MAX_REPLY_CHARS
 
 
+def test_one_reading_feeds_the_meter_to_the_end_and_the_last_event_without_its_blank_line() -> None:
+    """The limits' meter reads the same events (one JSON parse each): also past the text kept for formation, where
+    the usage chunk comes, and a last event the stream ended without its blank line."""
+    seen: list[object] = []
+    tee = ReplyTee(seen.append)
+    for _ in range(MAX_REPLY_CHARS // 100 + 10):
+        tee.feed(event("x" * 100))
+    tee.feed(b'data: {"choices": [], "usage": {"total_tokens": 7}}\n\n' + event("tail")[:-2])
+    tee.end()
+    assert tee.text == "x" * MAX_REPLY_CHARS
+    assert len(seen) == MAX_REPLY_CHARS // 100 + 12
+    assert seen[-2] == {"choices": [], "usage": {"total_tokens": 7}}
+    assert seen[-1] == {"choices": [{"index": 0, "delta": {"content": "tail"}}]}
+
+
 @pytest.mark.parametrize(("parsed", "text"), [
     ({"choices": [{"message": {"role": "assistant", "content": "Hi Ana."}}]}, "Hi Ana."),
     ({"choices": [{"message": {"role": "assistant", "content": None, "tool_calls": []}}]}, ""),
