@@ -26,9 +26,10 @@ Cases (the first four are the attack run's findings; the rest the worst input fo
   16,000-character message of distinct words (grounding's near-spelling match over every word);
 - rule_aws_ids / rule_pem_headers / rule_docker_auths: 4 users at once, streamed turns of 16,000
   characters of AWS key ids, PEM headers without END, Docker auth lines;
-- key_flood / key_flood_unlimited (issue 52, docs/LIMITS.md): one API key of its own (FLOOD_KEY, beside the
-  probes' key) sends 1,000 streamed chat turns, 64 at once, from 64 users; `key_flood` with that key's own limits
-  set first through the API (FLOOD_LIMITS: the flood gets 429s), `key_flood_unlimited` with them removed.
+- key_flood / key_flood_compose / key_flood_unlimited (issue 52, docs/LIMITS.md): one API key of its own (FLOOD_KEY,
+  beside the probes' key) sends 1,000 streamed chat turns, 64 at once, from 64 users; `key_flood` with that key's
+  own limits set first through the API (FLOOD_LIMITS: the flood gets 429s), `key_flood_compose` with the limits
+  docker-compose.yml gives each user (`compose_limits`), `key_flood_unlimited` with them removed.
 
 The machine is shared: figures taken while other work runs are noisy; run it on a quiet machine for
 the record.
@@ -39,15 +40,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import statistics
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import httpx
 import psycopg
 
 from memory_proxy.limits.limiter import key_id
+from memory_proxy.settings.limits_settings import limit_values
 from memory_proxy.testing.fake_upstream import MANY_FACTS
 
 from . import servers
@@ -67,6 +71,13 @@ PEM_HEADER = "-----BEGIN RSA PRIVATE KEY-----\n"
 FLOOD_KEY = "bench-flood-key-0123456789abcdef"
 FLOOD_TURNS, FLOOD_AT_ONCE = 1000, 64
 FLOOD_LIMITS = {"rpm": 120, "concurrent": 8}
+
+
+def compose_limits() -> dict[str, int]:
+    """The limits docker-compose.yml gives each user (its default of LIMITS_PER_USER)."""
+    found = re.search(r"LIMITS_PER_USER:-([^}]*)\}", (Path(__file__).parents[1] / "docker-compose.yml").read_text())
+    assert found, "docker-compose.yml no longer sets LIMITS_PER_USER"
+    return limit_values(found.group(1))
 
 
 def filled(unit: str, size: int) -> str:
@@ -197,13 +208,13 @@ async def facts_40(run: Run, until: float) -> None:
     await repeat(until, 1, lambda i: run.turn(f"facts-{i % 20}", f"{i} {text}"), run)
 
 
-def key_flood(limited: bool) -> Attack:
-    """FLOOD_TURNS turns of one key, FLOOD_AT_ONCE at once (to the end, whatever `until`), under that key's limits
+def key_flood(limits: Callable[[], dict[str, int]] | None) -> Attack:
+    """FLOOD_TURNS turns of one key, FLOOD_AT_ONCE at once (to the end, whatever `until`), under that key's `limits`
     or none."""
     async def attack(run: Run, until: float) -> None:
         subject = {"kind": "key", "subject": key_id(FLOOD_KEY)}
-        if limited:
-            assert (await run.client.put(f"{run.base}/api/v1/limits", json={**subject, **FLOOD_LIMITS})).is_success
+        if limits:
+            assert (await run.client.put(f"{run.base}/api/v1/limits", json={**subject, **limits()})).is_success
         else:
             await run.client.delete(f"{run.base}/api/v1/limits", params=subject)
         left = iter(range(FLOOD_TURNS))
@@ -231,8 +242,9 @@ CASES: dict[str, Attack] = {
     "rule_aws_ids": turns(filled(AWS_IDS, 16_000), 4),
     "rule_pem_headers": turns(filled(PEM_HEADER, 16_000), 4),
     "rule_docker_auths": turns(filled(DOCKER_AUTH, 16_000), 4),
-    "key_flood": key_flood(limited=True),
-    "key_flood_unlimited": key_flood(limited=False),
+    "key_flood": key_flood(lambda: FLOOD_LIMITS),
+    "key_flood_compose": key_flood(compose_limits),
+    "key_flood_unlimited": key_flood(None),
 }
 
 
