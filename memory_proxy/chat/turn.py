@@ -216,7 +216,8 @@ async def _relayed(services: Services, headers: Mapping[str, str], raw: bytes, b
         payload = formation_payload(body, memories)
         if with_tools:
             tools = ToolTurn(services, identified, services.settings.retrieval.tools, payload, said_at,
-                             answer_base=inject_memories(body["messages"], memories))
+                             answer_base=inject_memories(body["messages"], memories),
+                             meter=tab.meter if tab else None)
         if services.settings.formation.enabled:
             on_end = partial(enqueue_formation, services, identified, payload, said_at, tools=tools)
     if retrieval and tools:  # logged with the rounds, when they end

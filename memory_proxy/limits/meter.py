@@ -1,6 +1,7 @@
 """What an admitted chat request spent in tokens, counted when it ends: the upstream's own `usage` when the reply
 carries it (a completion's, or a stream's last chunk with `stream_options.include_usage`), else our estimate
-(memory_proxy/tokens.py) of the request as sent and the reply's text."""
+(memory_proxy/tokens.py) of the request as sent and the reply's text; with the memory tools, each round before
+the reply too."""
 
 from __future__ import annotations
 
@@ -23,6 +24,12 @@ class Meter:
         self._prompt = tokens_of(len(sent))  # the request as sent: bytes already, not decoded again
         self._reply_chars = 0
         self._usage: int | None = None
+        self._rounds = 0  # tokens of the memory tools' rounds before the reply relayed (tools/rounds.py)
+
+    def round(self, usage: Any, reply_chars: int) -> None:
+        """A memory-tool round the client never sees: the upstream's usage for it, else our estimate (the request
+        as the client sent it, and the round's reply)."""
+        self._rounds += _total(usage) or self._prompt + tokens_of(reply_chars)
 
     def event(self, data: Any) -> None:
         if isinstance(data, dict):
@@ -36,5 +43,5 @@ class Meter:
     @property
     def tokens(self) -> int:
         if self._usage is not None:
-            return self._usage
-        return self._prompt + tokens_of(self._reply_chars)  # (characters: at least one byte each)
+            return self._rounds + self._usage
+        return self._rounds + self._prompt + tokens_of(self._reply_chars)  # (characters: at least one byte each)

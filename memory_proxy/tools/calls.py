@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..chat.request import message_text
 from ..embedding.embedders import embed_one
@@ -48,6 +48,9 @@ from ..services import Services
 from ..settings import MEMORY_TYPES
 from ..store import memories
 from .consent import asks_to_forget, forget_request, user_states
+
+if TYPE_CHECKING:
+    from ..limits.meter import Meter
 
 SEARCH, REMEMBER, FORGET = "search_memory", "remember", "forget"
 MODES = {"off": (), "search": (SEARCH,), "all": (SEARCH, REMEMBER, FORGET)}
@@ -136,6 +139,7 @@ class ToolTurn:
     untrusted: bool | None = None  # whether the turn holds text neither the user's nor ours (tools/outbound.py)
     notes: list[str] = field(default_factory=list)  # what the answer round is told (a client call withheld)
     answered: bool = False  # the answer round that follows a withheld call has been asked for
+    meter: Meter | None = None  # the limits' count of the turn's tokens, when a limit applies: each round counts
 
     @property
     def llm(self) -> MemoryLLM:

@@ -139,16 +139,19 @@ async def open_with_tools(services: Services, headers: Mapping[str, str], body: 
                 message = {**message, "content": None, "tool_calls": calls}
             mine = [c for c in calls if call_name(c) not in theirs]
             if offer and calls and len(mine) == len(calls):
+                _metered(turn, parsed, raw)
                 messages, repeated = await run_round(turn, mine, message, messages, seen)
                 offer = round_ + 1 < MAX_ROUNDS and not repeated
                 continue
             if offer and round_ and not calls and not _text(message):  # our rounds ended in no answer: ask for it
+                _metered(turn, parsed, raw)
                 offer = False
                 continue
             await prepare(turn, body["messages"])
             held = [c for c in calls if call_name(c) in theirs and withholds(turn, ToolCall.read(c).arguments)]
             report(turn, [call_name(c) for c in held])
             if held and round_ < MAX_ROUNDS and not turn.answered:  # the answer, in words, without that call
+                _metered(turn, parsed, raw)
                 offer, turn.answered = False, True
                 continue
             if mine or held:
@@ -158,6 +161,12 @@ async def open_with_tools(services: Services, headers: Mapping[str, str], body: 
     finally:
         turn.done(round_)
     raise AssertionError("unreachable: the last round offers no tools and returns")
+
+
+def _metered(turn: ToolTurn, parsed: Any, raw: bytes) -> None:
+    """A round the client never sees counted in the turn's tokens (its reply's bytes: at least its characters)."""
+    if turn.meter:
+        turn.meter.round(parsed.get("usage") if isinstance(parsed, dict) else None, len(raw))
 
 
 def written(message: Any, turn: ToolTurn) -> list[Any]:

@@ -64,9 +64,14 @@ class Reading:
         self.written: list[dict[str, Any]] = []  # the calls the text spelled, when it did
         self._names = names
         self._calls: dict[int, dict[str, str]] = {}
+        self.usage: Any = None  # the round's own, when the stream reports it
+        self.size = 0  # bytes read: the estimate of its tokens when it does not
 
     def feed(self, raw: bytes) -> None:
         event = event_data(raw)
+        self.size += len(raw)
+        if isinstance(event, dict) and event.get("usage"):
+            self.usage = event["usage"]
         choice = first_choice(event)
         delta: dict[str, Any] = choice["delta"] if isinstance(choice.get("delta"), dict) else {}
         content = delta.get("content")
@@ -282,6 +287,8 @@ async def _rounds(services: Services, headers: Mapping[str, str], body: dict[str
                 report(turn, withheld)
                 turn.answered, offer = True, False
             if ours or reading.starts_with == "empty" or answer:  # calls to run, or no answer yet: ask for it
+                if turn.meter:  # a round the client never sees, counted in the turn's tokens
+                    turn.meter.round(reading.usage, reading.size)
                 repeated = True
                 if ours:
                     messages, repeated = await run_round(turn, mine, message, messages, seen)

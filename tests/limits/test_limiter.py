@@ -15,9 +15,10 @@ from memory_proxy.limits.limiter import UNCOUNTED, Limiter, key_id
 from memory_proxy.settings import load_settings
 from memory_proxy.store import limits
 from memory_proxy.store.database import make_pool
-from tests.support.data import PROXY_KEY, USER_A, USER_B
+from tests.support.data import CHAT, PROXY_KEY, USER_A, USER_B
 from tests.support.fakes import ScriptedStream, chunk, sse, stream_reply
 from tests.support.proxy import chat_body, metric, user_headers
+from tests.support.tools import ASK, FINAL_STREAM, call, calling, calls_stream, script, script_stream
 from tests.support.servers import until
 
 
@@ -69,6 +70,26 @@ async def test_a_stream_is_counted_when_it_ends_and_gives_its_place_back(proxy: 
             assert b"Hello" in b"".join([part async for part in reply.aiter_bytes()])
     [use] = await limits.usage(db, "user", USER_A)
     assert (use.requests_today, use.tokens_today, use.in_flight) == (2, 74, 0)
+
+
+async def test_the_memory_tools_rounds_count_in_the_turns_tokens(proxy: Any, db: Any,
+                                                                 outside: respx.MockRouter) -> None:
+    """A round the client never sees (a search_memory call and its result) is upstream tokens the turn spent: counted
+    with the reply's, JSON and streamed."""
+    client = await proxy(LIMITS_PER_USER="tpm=100000", MEMORY_TOOLS="search")
+    script(outside, calling(call("search_memory", {"query": "home"})))  # each reply says 11 tokens
+    assert (await client.post(CHAT, json=chat_body(ASK), headers=user_headers(USER_A))).status_code == 200
+    [use] = await limits.usage(db, "user", USER_A)
+    assert use.tokens_today == 11 + 11
+
+    def used(total: int) -> dict[str, Any]:
+        return {"id": "c", "object": "chat.completion.chunk", "choices": [], "usage": {"total_tokens": total}}
+    script_stream(outside, calls_stream((0, "call_1", "search_memory", ['{"query": "home"}']))[:-1] + sse(used(40)),
+                  FINAL_STREAM[:-1] + sse(used(60)))
+    streamed = await client.post(CHAT, json=chat_body(ASK, stream=True), headers=user_headers(USER_A))
+    assert b"Bun." in streamed.content
+    [use] = await limits.usage(db, "user", USER_A)
+    assert use.tokens_today == 22 + 40 + 60
 
 
 async def test_without_limits_nothing_is_asked_of_the_database(env: dict[str, str]) -> None:
