@@ -11,6 +11,7 @@ import asyncio
 import os
 import re
 import tempfile
+import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,8 @@ import pytest
 
 from memory_proxy.api.memory_routes import BROWSER_DIR
 from memory_proxy.records import FactAttributes
-from memory_proxy.store import proposals
+from memory_proxy.store import limits, proposals
+from memory_proxy.store.limits import Limit
 from memory_proxy.store.teams import Holder
 from tests.support.data import API, PROXY_KEY, USER_A, USER_B
 from tests.support.fakes import vector_for
@@ -57,7 +59,8 @@ def _driver(profile: str) -> Any:
 
 
 def _flow(driver: Any, base_url: str) -> None:
-    """As a new user would: connect, find a memory by words, edit it, pin it, see its history, delete it."""
+    """As a new user would: connect, see the use table, find a memory by words, edit it, pin it, see its history,
+    delete it."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -75,6 +78,13 @@ def _flow(driver: Any, base_url: str) -> None:
     driver.find_element(By.ID, "user").send_keys(USER_A)
     driver.find_element(By.ID, "connect").click()
     wait.until(lambda d: len(items()) == 3)
+
+    # fair use: the use an operator's key sees (docs/LIMITS.md), seeded by the test
+    def uses() -> list[list[str]]:
+        return [[cell.text for cell in row.find_elements(By.TAG_NAME, "td")]
+                for row in driver.find_elements(By.CSS_SELECTOR, "#usage tbody tr.use")]
+    wait.until(lambda d: uses())
+    assert uses() == [[f"user {USER_A}", "1", "42", "1", "42", "0"]]
 
     driver.find_element(By.ID, "q").send_keys("tea")
     driver.find_element(By.ID, "search").click()
@@ -154,6 +164,9 @@ async def test_find_edit_pin_history_delete_in_a_real_browser(live_url: str, liv
                                 embedding=vector_for(content), model="mistral-embed", action="add",
                                 replaces=None, reason="new information", stated_at=datetime.now(UTC),
                                 attributes=FactAttributes(memory_type="project"))
+
+    assert await limits.admit(db, [Limit("user", USER_A, rpm=100)], uuid.uuid4(), 900) is None  # one request
+    await limits.spent(db, [("user", USER_A)], None, 42)  # of 42 tokens
 
     with tempfile.TemporaryDirectory(prefix="mp-chromium-") as profile:
         driver = await asyncio.to_thread(_driver, profile)
