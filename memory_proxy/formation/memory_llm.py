@@ -9,10 +9,11 @@ a lone surrogate, the wrong shape) is `MalformedReply`: the model has answered, 
 temperature 0 answers the same, so the caller reads it as an empty answer ("no facts") instead of
 failing the job. A server that is busy (the call timed out: LLM_BUSY) or down (unreachable, the connection
 dropped, HTTP 5xx, 408 or 429: LLM_DOWN) will answer later: the worker retries the job without spending
-an attempt (`WAITING`, JOB_BUSY_MAX_SECONDS). A call that timed out is asked again with twice the time, then four
-times (`patience`): a small model that writes to MEMORY_LLM_MAX_TOKENS on a slow machine times out on every try of
-the same length; only timeouts at four times the length spend attempts. Any other failure (a 4xx that asking again will not change)
-becomes `MemoryUnavailable("llm")`: the worker retries the job with backoff, up to JOB_MAX_ATTEMPTS.
+an attempt (`WAITING`, JOB_BUSY_MAX_SECONDS). A call that timed out is asked again with twice the time, then
+four times (`patience`): a small model that writes to MEMORY_LLM_MAX_TOKENS on a slow machine times out on every
+try of the same length; only timeouts at four times the length spend attempts. Any other failure (a 4xx that
+asking again will not change) becomes `MemoryUnavailable("llm")`: the worker retries the job with backoff, up to
+JOB_MAX_ATTEMPTS.
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ def timeout_spends_attempt(timeouts: int) -> bool:
     """Whether a job's call that timed out after `timeouts` earlier ones spends an attempt: only at the last
     step, where asking again gives no more time (before it, the job waits like one for a busy server)."""
     return timeouts >= PATIENCE_STEPS - 1
+
+
 _TIMEOUTS = (TimeoutError, httpx.TimeoutException, openai.APITimeoutError)
 _UNREACHABLE = (httpx.TransportError, openai.APIConnectionError)  # refused, reset, DNS (after timeouts: subclasses)
 _LATER = frozenset({408, 429})  # 4xx statuses that say "ask again later"

@@ -18,8 +18,8 @@ from memory_proxy.store.database import make_pool
 from tests.support.data import CHAT, PROXY_KEY, USER_A, USER_B
 from tests.support.fakes import ScriptedStream, chunk, sse, stream_reply
 from tests.support.proxy import chat_body, metric, user_headers
-from tests.support.tools import ASK, FINAL_STREAM, call, calling, calls_stream, script, script_stream
 from tests.support.servers import until
+from tests.support.tools import ASK, FINAL_STREAM, call, calling, calls_stream, script, script_stream
 
 
 async def test_a_user_past_a_limit_gets_429_with_retry_after_and_others_go_on(proxy: Any) -> None:
