@@ -69,6 +69,7 @@ DOCKER_AUTH = '{"auths":{"https://index.docker.io/v1/":{"auth":"dXNlcjpwYXNzd29y
 AWS_IDS = "aws_access_key_id = AKIAZ7QW3RTY5UIOP2LK\n"
 PEM_HEADER = "-----BEGIN RSA PRIVATE KEY-----\n"
 FLOOD_KEY = "bench-flood-key-0123456789abcdef"
+COMPOSE_KEY = "bench-flood-key-compose-0123456"  # its own: the minute FLOOD_KEY's case used is not counted against it
 FLOOD_TURNS, FLOOD_AT_ONCE = 1000, 64
 FLOOD_LIMITS = {"rpm": 120, "concurrent": 8}
 
@@ -208,11 +209,11 @@ async def facts_40(run: Run, until: float) -> None:
     await repeat(until, 1, lambda i: run.turn(f"facts-{i % 20}", f"{i} {text}"), run)
 
 
-def key_flood(limits: Callable[[], dict[str, int]] | None) -> Attack:
+def key_flood(limits: Callable[[], dict[str, int]] | None, key: str = FLOOD_KEY) -> Attack:
     """FLOOD_TURNS turns of one key, FLOOD_AT_ONCE at once (to the end, whatever `until`), under that key's `limits`
     or none."""
     async def attack(run: Run, until: float) -> None:
-        subject = {"kind": "key", "subject": key_id(FLOOD_KEY)}
+        subject = {"kind": "key", "subject": key_id(key)}
         if limits:
             assert (await run.client.put(f"{run.base}/api/v1/limits", json={**subject, **limits()})).is_success
         else:
@@ -224,7 +225,7 @@ def key_flood(limits: Callable[[], dict[str, int]] | None) -> Attack:
                 body = {"model": "fake-model", "stream": True,
                         "messages": [{"role": "user", "content": f"Flood turn {i}: tell me about ferns."}]}
                 async with run.client.stream("POST", run.server.chat_url, json=body, headers={
-                        "authorization": f"Bearer {FLOOD_KEY}", "x-openwebui-user-id": f"flood-{i % 64}"}) as reply:
+                        "authorization": f"Bearer {key}", "x-openwebui-user-id": f"flood-{i % 64}"}) as reply:
                     async for _ in reply.aiter_bytes():
                         pass
                 run.count(reply.status_code)
@@ -243,7 +244,7 @@ CASES: dict[str, Attack] = {
     "rule_pem_headers": turns(filled(PEM_HEADER, 16_000), 4),
     "rule_docker_auths": turns(filled(DOCKER_AUTH, 16_000), 4),
     "key_flood": key_flood(lambda: FLOOD_LIMITS),
-    "key_flood_compose": key_flood(compose_limits),
+    "key_flood_compose": key_flood(compose_limits, COMPOSE_KEY),
     "key_flood_unlimited": key_flood(None),
 }
 
@@ -280,7 +281,7 @@ async def main_async(args: argparse.Namespace) -> None:
     proxy = None
     try:
         proxy = servers.start_memory_proxy(fake, core=core, env={"LOG_LEVEL": "warning",
-                                                                  "PROXY_API_KEYS": f"{servers.PROXY_KEY},{FLOOD_KEY}",
+                                                                  "PROXY_API_KEYS": f"{servers.PROXY_KEY},{FLOOD_KEY},{COMPOSE_KEY}",
                                                                   "MEMORY_LLM_MODE": "json",
                                                                   "MAINTENANCE_INTERVAL_SECONDS": "0"})
         run = Run(proxy)
