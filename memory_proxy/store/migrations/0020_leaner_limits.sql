@@ -3,6 +3,24 @@
 -- more server CPU (benchmarks.relay --with-limits). Now: the minute's requests and tokens read in one scan; expired
 -- leases are not counted (maintenance deletes them, store/limits.py forget_old_usage) instead of deleted on every
 -- admission; steps older than the minute deleted only when a new step begins (once in 10 s per subject).
+-- The last minute's requests and tokens of one subject, in one scan: every 10-second step the 60 s before `p_now`
+-- touch, each whole (0018's rule, kept here alone; limits_rate now reads it too).
+CREATE FUNCTION limits_minute(p_kind text, p_subject text, p_now timestamptz,
+                              OUT minute_requests float8, OUT minute_tokens float8)
+    LANGUAGE sql STABLE
+AS $$
+    SELECT coalesce(sum(requests), 0)::float8, coalesce(sum(tokens), 0)::float8
+      FROM limit_usage
+     WHERE kind = p_kind AND subject = p_subject AND span = 'm' AND start > p_now - interval '70 seconds'
+$$;
+
+CREATE OR REPLACE FUNCTION limits_rate(p_kind text, p_subject text, p_now timestamptz, p_tokens boolean)
+    RETURNS float8
+    LANGUAGE sql STABLE
+AS $$
+    SELECT CASE WHEN p_tokens THEN minute_tokens ELSE minute_requests END FROM limits_minute(p_kind, p_subject, p_now)
+$$;
+
 CREATE OR REPLACE FUNCTION limits_admit(p_kinds text[], p_subjects text[], p_rpm integer[], p_tpm bigint[],
                                         p_concurrent integer[], p_daily bigint[], p_request uuid, p_lease_s integer)
     RETURNS TABLE (admitted boolean, kind text, subject text, which text, retry_after float8)
@@ -23,11 +41,8 @@ BEGIN
         -- one subject at a time across every replica, until this transaction ends
         PERFORM pg_advisory_xact_lock(hashtextextended('limits:' || p_kinds[i] || ':' || p_subjects[i], 0));
         IF p_rpm[i] IS NOT NULL OR p_tpm[i] IS NOT NULL THEN
-            -- the minute as limits_rate counts it: every 10-second step it touches, whole
-            SELECT coalesce(sum(u.requests), 0), coalesce(sum(u.tokens), 0) INTO requests_, tokens_
-              FROM limit_usage u
-             WHERE u.kind = p_kinds[i] AND u.subject = p_subjects[i] AND u.span = 'm'
-               AND u.start > now_ - interval '70 seconds';
+            SELECT m.minute_requests, m.minute_tokens INTO requests_, tokens_
+              FROM limits_minute(p_kinds[i], p_subjects[i], now_) m;
             IF requests_ + 1 > p_rpm[i] THEN
                 RETURN QUERY SELECT false, p_kinds[i], p_subjects[i], 'rpm', limits_wait(p_kinds[i], p_subjects[i], now_);
                 RETURN;
