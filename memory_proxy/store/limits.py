@@ -11,6 +11,12 @@ from typing import Any
 from psycopg import AsyncConnection
 
 KINDS = ("key", "user", "model")
+# The statement's transaction commits without waiting for its WAL to reach the disk (PostgreSQL's asynchronous
+# commit; set for this transaction alone). Every request of a subject updates the same usage rows, and each
+# holds their row locks until its commit: waiting for the flush there put every request in line behind the
+# disk (16 at once: 10.4 ms p50 per admission on this machine, 4.6 ms with it). What a database crash can
+# lose is the last fraction of a second of counts and leases, which the limits tolerate.
+UNFLUSHED = "set_config('synchronous_commit', 'off', true)"
 EVERY = "*"  # a row for every subject of its kind that has none of its own
 
 
@@ -56,22 +62,32 @@ class Usage:
 
 async def admit(conn: AsyncConnection[Any], limits: Sequence[Limit], request: uuid.UUID,
                 lease_s: int) -> Refusal | None:
-    """Count the request against every one of `limits`' subjects, or against none: the first limit it would pass."""
-    cur = await conn.execute(
-        "SELECT admitted, kind, subject, which, retry_after FROM limits_admit(%s, %s, %s, %s, %s, %s, %s, %s)",
-        [[lim.kind for lim in limits], [lim.subject for lim in limits], [lim.rpm for lim in limits],
-         [lim.tpm for lim in limits], [lim.concurrent for lim in limits], [lim.daily_tokens for lim in limits],
-         request, lease_s])
-    row = await cur.fetchone()
+    """Count the request against every one of `limits`' subjects, or against none: the first limit it would pass.
+    Far from every limit it is admitted side by side with the subjects' other requests; a subject found near one
+    ('near', migration 0021) has it admitted again, in line with them, which is exact."""
+    row = await _admit(conn, limits, request, lease_s, exclusive=False)
+    if row is not None and not row[0] and row[3] == "near":
+        row = await _admit(conn, limits, request, lease_s, exclusive=True)
     if row is None or row[0]:
         return None
     return Refusal(row[1], row[2], row[3], float(row[4]))
 
 
+async def _admit(conn: AsyncConnection[Any], limits: Sequence[Limit], request: uuid.UUID, lease_s: int, *,
+                 exclusive: bool) -> tuple[Any, ...] | None:
+    cur = await conn.execute(
+        f"SELECT admitted, kind, subject, which, retry_after, {UNFLUSHED} "
+        "FROM limits_admit(%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+        [[lim.kind for lim in limits], [lim.subject for lim in limits], [lim.rpm for lim in limits],
+         [lim.tpm for lim in limits], [lim.concurrent for lim in limits], [lim.daily_tokens for lim in limits],
+         request, lease_s, exclusive])
+    return await cur.fetchone()
+
+
 async def spent(conn: AsyncConnection[Any], subjects: Sequence[tuple[str, str]], request: uuid.UUID | None,
                 tokens: int) -> None:
     """An admitted request's tokens counted, its leases given back (or a user's memory work's tokens: no request)."""
-    await conn.execute("SELECT limits_spent(%s, %s, %s, %s)",
+    await conn.execute(f"SELECT limits_spent(%s, %s, %s, %s), {UNFLUSHED}",
                        [[k for k, _ in subjects], [s for _, s in subjects], request, tokens])
 
 
@@ -108,7 +124,7 @@ async def usage(conn: AsyncConnection[Any], kind: str | None = None, subject: st
                (SELECT count(*) FROM limit_leases l WHERE l.kind = u.kind AND l.subject = u.subject
                                                       AND l.expires_at > clock_timestamp())
           FROM limit_usage u
-         WHERE u.span = 'd' AND u.start = date_trunc('day', clock_timestamp() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'
+         WHERE u.span = 'd' AND u.start = limits_day(clock_timestamp())
            AND (%(kind)s::text IS NULL OR u.kind = %(kind)s) AND (%(subject)s::text IS NULL OR u.subject = %(subject)s)
          ORDER BY u.tokens DESC, u.requests DESC, u.kind, u.subject LIMIT %(limit)s""",
                              {"kind": kind, "subject": subject, "limit": limit})

@@ -78,6 +78,48 @@ async def test_many_connections_at_once_admit_exactly_the_limit(database_url: st
     assert sum(r is None for r in results) == 25
 
 
+async def test_far_from_a_limit_requests_are_admitted_side_by_side_and_exactly_near_it(database_url: str,
+                                                                                       db: Any) -> None:
+    """Limits above max_connections are checked under a shared lock until a subject comes within that many of one
+    (migration 0021); the requests that cross over, 12 connections at once, still stop exactly at the limit, and
+    admissions and ends counting into the same rows never wait for each other in a circle (a deadlock raises)."""
+    row = await (await db.execute("SHOW max_connections")).fetchone()
+    crowd = int(row[0])
+    async with make_pool(database_url, 12) as pool:
+        await pool.open(wait=True)
+
+        async def admitted_of(limit: Limit, requests: int, *, ending: bool) -> int:
+            async def one() -> bool:
+                request = uuid.uuid4()
+                async with pool.connection() as conn:
+                    refusal = await limits.admit(conn, [Limit("key", "k-par", rpm=10**6), limit], request, 900)
+                    if refusal is None and ending:
+                        await limits.spent(conn, [("key", "k-par"), (limit.kind, limit.subject)], request, 7)
+                assert refusal is None or refusal.which in ("rpm", "concurrent")
+                return refusal is None
+
+            return sum(await asyncio.gather(*(one() for _ in range(requests))))
+
+        assert await admitted_of(Limit("user", "u-rpm", rpm=crowd + 30), crowd + 60, ending=True) == crowd + 30
+        assert await admitted_of(Limit("user", "u-once", concurrent=crowd + 10), crowd + 30, ending=False) == crowd + 10
+
+
+async def test_a_subject_far_from_its_limits_is_locked_shared_and_near_them_alone(db: Any) -> None:
+    row = await (await db.execute("SHOW max_connections")).fetchone()
+    crowd = int(row[0])
+
+    async def lock_mode(limit: Limit) -> str:
+        async with db.transaction():
+            assert await admitted(db, limit) is None
+            found = await (await db.execute(
+                "SELECT mode FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()")).fetchone()
+        return str(found[0])
+
+    assert await lock_mode(Limit("user", "far", rpm=crowd + 1000, concurrent=crowd + 1000)) == "ShareLock"
+    assert await lock_mode(Limit("user", "tight", rpm=crowd)) == "ExclusiveLock"
+    assert await lock_mode(Limit("user", "tight-at-once", concurrent=5)) == "ExclusiveLock"
+
+
 async def test_an_operators_limits_are_set_listed_and_removed(db: Any) -> None:
     await limits.set_limit(db, Limit("user", "*", rpm=60))
     await limits.set_limit(db, Limit("model", "gpt-x", tpm=1000, concurrent=4))
@@ -107,3 +149,21 @@ async def test_the_last_minute_counts_every_step_it_touches_whole(db: Any) -> No
     cur = await db.execute("SELECT limits_rate('user', 'ann', '2026-01-01 00:01:05+00', false), "
                            "limits_wait('user', 'ann', '2026-01-01 00:01:05+00')")
     assert await cur.fetchone() == (10 + 3 + 1, 5)
+
+
+async def test_counting_does_not_wait_for_the_disk_and_leaves_the_connection_as_it_was(db: Any) -> None:
+    """Admission and spending commit asynchronously (their row locks would otherwise be held through a WAL
+    flush, every request of a subject in line behind the disk); only their own transaction: the next statement
+    on the pooled connection (a formation job's insert) waits for the disk again."""
+    async def setting() -> str:
+        row = await (await db.execute("SHOW synchronous_commit")).fetchone()
+        return str(row[0])
+
+    assert await setting() == "on"
+    async with db.transaction():
+        assert await admitted(db, Limit("user", "ann", rpm=5)) is None
+        assert await setting() == "off"
+    async with db.transaction():
+        await limits.spent(db, [("user", "ann")], None, 10)
+        assert await setting() == "off"
+    assert await setting() == "on"
