@@ -1,9 +1,9 @@
 """Profile memory-proxy under load with py-spy: where does the server's CPU go?
 
-    python -m benchmarks.profile [--case anonymous|user|team] [--seconds 15] [--concurrency 16]
+    python -m benchmarks.profile [--case anonymous|user|limits|team] [--seconds 15] [--concurrency 16]
 
 Starts the fake upstream and one memory-proxy (case (b) anonymous or (c) a user with 1,000 memories,
-as in benchmarks.relay, or `team`: that user in 3 teams of 10,000 memories, as in benchmarks.team_relay), runs streaming load for a while, records the proxy with `py-spy record`
+as in benchmarks.relay, `limits`: (c) under relay's generous limits on key, user and model, or `team`: that user in 3 teams of 10,000 memories, as in benchmarks.team_relay), runs streaming load for a while, records the proxy with `py-spy record`
 (speedscope JSON and a top-functions summary), and prints where the time went: proxy Python frames
 (by own time) and the share of server CPU outside the proxy's own process (the embedded PostgreSQL, and the
 secret scanner's worker processes).
@@ -23,7 +23,7 @@ from pathlib import Path
 
 from . import servers, team_relay
 from .loadgen import run_load
-from .relay import BENCH_USER, BODY, memory_proxy_user_target, seed_memories
+from .relay import BENCH_USER, BODY, GENEROUS, memory_proxy_user_target, seed_memories
 
 PY_SPY = Path(sys.executable).with_name("py-spy")
 
@@ -45,7 +45,7 @@ def top_frames(speedscope: Path, limit: int = 25) -> list[tuple[str, float]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.profile", description=__doc__.splitlines()[0])
-    parser.add_argument("--case", choices=["anonymous", "user", "team"], default="user")
+    parser.add_argument("--case", choices=["anonymous", "user", "limits", "team"], default="user")
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--concurrency", type=int, default=16)
     args = parser.parse_args(argv)
@@ -56,6 +56,9 @@ def main(argv: list[str] | None = None) -> int:
         proxy = servers.start_memory_proxy(fake)
     elif args.case == "user":
         proxy = memory_proxy_user_target(fake, BENCH_USER, seed_memories)
+    elif args.case == "limits":
+        proxy = memory_proxy_user_target(fake, BENCH_USER, seed_memories,
+                                         env={f"LIMITS_PER_{kind}": GENEROUS for kind in ("KEY", "USER", "MODEL")})
     else:
         proxy = memory_proxy_user_target(fake, BENCH_USER, lambda server: (
             seed_memories(server), team_relay.seed_teams(server, 3, 10_000)))

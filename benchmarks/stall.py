@@ -3,6 +3,7 @@ each of the worst inputs we know runs.
 
     python -m benchmarks.stall [--seconds 8] [--cases NAME,...] [--core 1 | --core none]
     python -m benchmarks.stall --quick                     # 4 s a case
+    python -m benchmarks.stall --cases key_flood_compose --repeat 3   # probes of three floods pooled
 
 Setup. `memory-proxy serve` (WORKER_IN_PROCESS=true, the default: formation runs in the serving process)
 on a fresh data dir with its own embedded PostgreSQL, upstream, embedder and memory LLM the fake of
@@ -14,7 +15,9 @@ Probes, each sequential, all through the run: GET /healthz every 20 ms, and a no
 chat turn of user `probe-user` every 100 ms (it retrieves, relays and enqueues its own formation job).
 A case runs its attack in a loop for `--seconds` (then waits for the formation jobs it caused to be
 done, probing on); the table gives, per case and probe, p50 / p99 / max and what each adds to the
-quiet run's. Target: at most 50 ms added at p99.
+quiet run's. Target: at most 50 ms added at p99. With `--repeat N` each case runs N times and its probes are
+pooled (the quiet run lasts N times as long): a p99 of one run's ~150 chat probes is their second slowest, decided
+by a single slow turn.
 
 Cases (the first four are the attack run's findings; the rest the worst input found per slow rule):
 - api_256k: POST /api/v1/memories with 256 KB of AWS credential-file text;
@@ -100,9 +103,15 @@ class Probes:
     failed: int = 0
 
 
+def repeated(key: str, repetition: int) -> str:
+    """The API key of one repetition of a flood: a key of its own, whose minute no earlier repetition spent."""
+    return key if repetition == 0 else f"{key}-{repetition}"
+
+
 class Run:
     def __init__(self, server: servers.Server) -> None:
         self.server = server
+        self.repetition = 0
         self.base = server.base_url.removesuffix("/v1")
         self.client = httpx.AsyncClient(timeout=120, headers={"Authorization": f"Bearer {servers.PROXY_KEY}"},
                                         limits=httpx.Limits(max_connections=200))
@@ -213,7 +222,8 @@ def key_flood(limits: Callable[[], dict[str, int]] | None, key: str = FLOOD_KEY)
     """FLOOD_TURNS turns of one key, FLOOD_AT_ONCE at once (to the end, whatever `until`), under that key's `limits`
     or none."""
     async def attack(run: Run, until: float) -> None:
-        subject = {"kind": "key", "subject": key_id(key)}
+        flooding = repeated(key, run.repetition)
+        subject = {"kind": "key", "subject": key_id(flooding)}
         if limits:
             assert (await run.client.put(f"{run.base}/api/v1/limits", json={**subject, **limits()})).is_success
         else:
@@ -225,7 +235,7 @@ def key_flood(limits: Callable[[], dict[str, int]] | None, key: str = FLOOD_KEY)
                 body = {"model": "fake-model", "stream": True,
                         "messages": [{"role": "user", "content": f"Flood turn {i}: tell me about ferns."}]}
                 async with run.client.stream("POST", run.server.chat_url, json=body, headers={
-                        "authorization": f"Bearer {key}", "x-openwebui-user-id": f"flood-{i % 64}"}) as reply:
+                        "authorization": f"Bearer {flooding}", "x-openwebui-user-id": f"flood-{i % 64}"}) as reply:
                     async for _ in reply.aiter_bytes():
                         pass
                 run.count(reply.status_code)
@@ -280,17 +290,25 @@ async def main_async(args: argparse.Namespace) -> None:
     fake = servers.start_fake(core=core)
     proxy = None
     try:
+        keys = [servers.PROXY_KEY] + [repeated(k, r) for k in (FLOOD_KEY, COMPOSE_KEY) for r in range(args.repeat)]
         proxy = servers.start_memory_proxy(fake, core=core, env={"LOG_LEVEL": "warning",
-                                                                  "PROXY_API_KEYS": f"{servers.PROXY_KEY},{FLOOD_KEY},{COMPOSE_KEY}",
+                                                                  "PROXY_API_KEYS": ",".join(keys),
                                                                   "MEMORY_LLM_MODE": "json",
                                                                   "MAINTENANCE_INTERVAL_SECONDS": "0"})
         run = Run(proxy)
         await measure(run, None, 2.0)  # warm-up: first turns, first scans, the scanner's workers
-        quiet, _, _ = await measure(run, None, args.seconds)
+        quiet, _, _ = await measure(run, None, args.seconds * args.repeat)
         base = {"healthz": stats(quiet.health), "chat": stats(quiet.chat)}
         rows = [("quiet", probe, *base[probe], 0.0, 0.0, 0.0, "", quiet.failed) for probe in base]
         for name in args.cases:
-            probes, counts, elapsed = await measure(run, CASES[name], args.seconds)
+            probes, counts, elapsed = Probes(), {}, 0.0
+            for run.repetition in range(args.repeat):
+                once, counted, took = await measure(run, CASES[name], args.seconds)
+                probes.health += once.health
+                probes.chat += once.chat
+                probes.failed += once.failed
+                counts = {k: counts.get(k, 0) + counted.get(k, 0) for k in counts.keys() | counted.keys()}
+                elapsed += took
             outcome = " ".join(f"{k}×{v}" for k, v in sorted(counts.items()))
             for probe, values in (("healthz", probes.health), ("chat", probes.chat)):
                 p50, p99, top = stats(values)
@@ -314,6 +332,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.stall", description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=8.0, help="how long each attack runs")
     parser.add_argument("--quick", action="store_true", help="4 s a case")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each case, their probes pooled")
     parser.add_argument("--cases", default=",".join(CASES), help=f"comma-separated, of: {', '.join(CASES)}")
     parser.add_argument("--core", default=str(servers.SERVER_CORE), help="core to pin the servers to, or none")
     args = parser.parse_args(argv)
