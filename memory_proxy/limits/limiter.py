@@ -4,7 +4,9 @@ Which limits apply is known without the database: the operator's rows (`limits`,
 again every REFRESH_S, `run`) over the defaults of LIMITS_PER_KEY / _USER / _MODEL. A request none
 applies to costs nothing more. Otherwise one call of `limits_admit` (store/limits.py) counts it against every
 subject at once, across every replica, or names the limit it would pass (then 429, with Retry-After); when the
-request ends, `spend` counts its tokens and gives its places back. The shared state failing or late
+request ends, `spend` counts its tokens and gives its places back. Far from every limit, that call also reserves
+a few requests more, which this process then admits without asking (reserve.py), settled every second (`run`).
+The shared state failing or late
 (ADMIT_TIMEOUT_S) admits the request uncounted: chat is never broken by the limiter (counted in
 memory_proxy_limits_fail_open_total).
 """
@@ -26,8 +28,9 @@ from psycopg_pool import AsyncConnectionPool
 from ..observability import LIMITED, LIMITS_FAIL_OPEN, log
 from ..settings.limits_settings import LimitSettings
 from ..store import limits as store
-from ..store.limits import EVERY, Limit, Refusal
+from ..store.limits import EVERY, Admitted, Limit, Refusal, Reserving
 from .meter import Meter
+from .reserve import SETTLE_S, SPARE, Reserves
 
 REFRESH_S = 5.0  # an operator's change reaches every replica within this
 ADMIT_TIMEOUT_S = 0.25  # past it the request goes on uncounted
@@ -56,6 +59,7 @@ class Ticket:
 
     request: uuid.UUID | None = None
     subjects: tuple[tuple[str, str], ...] = ()
+    reserved: bool = False  # admitted on this process's reserve: its end is settled with the reserve's
 
 
 UNCOUNTED = Ticket()
@@ -68,6 +72,14 @@ class Limiter:
                           (("key", settings.key), ("user", settings.user), ("model", settings.model))}
         self._rows: dict[tuple[str, str], Limit] | None = None  # the operator's, once read
         self._held: dict[tuple[str, str], tuple[float, float, Refusal]] = {}  # refused here lately: since, until, why
+        self._reserves = Reserves()
+        # A settlement sets each block's places to those in use; an admission growing a block meanwhile would
+        # have its places taken back. So while one is settled, admissions ask for no reserve, and it waits for
+        # those asking to be answered (and their grants recorded).
+        self._settling = False
+        self._asking = 0
+        self._none_asking = asyncio.Event()
+        self._none_asking.set()
 
     def applying(self, subjects: Mapping[str, str | None]) -> list[Limit]:
         """The limits of each subject that has any: its own row, else its kind's `*` row, else the default."""
@@ -90,20 +102,35 @@ class Limiter:
         if (held := self._still_held(limits)) is not None:
             LIMITED.labels(held.kind, held.which).inc()
             return held
+        subjects = tuple((lim.kind, lim.subject) for lim in limits)
+        if self._reserves.take(limits):
+            return Ticket(None, subjects, reserved=True)
         request = uuid.uuid4()
+        reserving = None if self._settling else Reserving(SPARE, self._reserves.block, self._reserves.in_use(limits))
+        if reserving:
+            self._asking += 1
+            self._none_asking.clear()
         try:
             with anyio.fail_after(ADMIT_TIMEOUT_S):
                 async with self._pool.connection() as conn:
-                    refusal = await store.admit(conn, limits, request, LEASE_S)
+                    outcome = await store.admit(conn, limits, request, LEASE_S, reserving)
+            if reserving and isinstance(outcome, Admitted) and outcome.spare:
+                self._reserves.granted(limits, reserving.in_use, outcome.spare, outcome.step_left)
+                return Ticket(None, subjects, reserved=True)
         except Exception as exc:  # noqa: BLE001 - the shared state is down or late: chat goes on, counted
             LIMITS_FAIL_OPEN.labels("admit").inc()
             log.warning("limits_fail_open", phase="admit", error=type(exc).__name__)
             return UNCOUNTED
-        if refusal is not None:
-            LIMITED.labels(refusal.kind, refusal.which).inc()
-            self._hold(refusal)
-            return refusal
-        return Ticket(request, tuple((lim.kind, lim.subject) for lim in limits))
+        finally:
+            if reserving:
+                self._asking -= 1
+                if not self._asking:
+                    self._none_asking.set()
+        if isinstance(outcome, Refusal):
+            LIMITED.labels(outcome.kind, outcome.which).inc()
+            self._hold(outcome)
+            return outcome
+        return Ticket(request, subjects)
 
     def _still_held(self, limits: list[Limit]) -> Refusal | None:
         now = time.monotonic()
@@ -123,8 +150,11 @@ class Limiter:
                                                            refusal)
 
     async def spend(self, ticket: Ticket, tokens: int) -> None:
-        """An admitted request's end: its tokens counted, its places given back."""
-        if ticket.subjects:
+        """An admitted request's end: its tokens counted, its places given back (on a reserve: at the next
+        settlement)."""
+        if ticket.reserved:
+            self._reserves.ended(ticket.subjects, tokens)
+        elif ticket.subjects:
             await self._spent(ticket.subjects, ticket.request, tokens)
 
     async def user_work(self, user: str, tokens: int) -> None:
@@ -150,12 +180,40 @@ class Limiter:
 
     async def run(self, stop: asyncio.Event) -> None:
         """The operator's rows read again every REFRESH_S, until `stop` (services.py): a change made through
-        another replica is in force here within that, whether requests come or not."""
+        another replica is in force here within that, whether requests come or not; the reserves settled every
+        SETTLE_S, and given back at the end."""
+        next_read = time.monotonic() + REFRESH_S
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), REFRESH_S)
-            if not stop.is_set():
+                await asyncio.wait_for(stop.wait(), SETTLE_S)
+            if stop.is_set():
+                break
+            await self.settle_reserves()
+            if time.monotonic() >= next_read:
+                next_read = time.monotonic() + REFRESH_S
                 await self._read()
+        await self.settle_reserves(returning=True)
+
+    async def settle_reserves(self, *, returning: bool = False) -> None:
+        """What this process's reserves spent counted, and the places they hold no more given back (`returning`:
+        every place, as the process stops)."""
+        self._settling = True
+        try:
+            await self._none_asking.wait()
+            settlement = self._reserves.returned() if returning else self._reserves.settling()
+            if not settlement.kinds:
+                return
+            try:
+                with anyio.CancelScope(shield=True), anyio.fail_after(ADMIT_TIMEOUT_S * 4):
+                    async with self._pool.connection() as conn:
+                        await store.settle(conn, settlement.kinds, settlement.subjects, settlement.tokens,
+                                           self._reserves.block, settlement.places, LEASE_S)
+            except Exception as exc:  # noqa: BLE001 - counted at the next settlement; its places counted until then
+                self._reserves.unsettled(settlement)
+                LIMITS_FAIL_OPEN.labels("settle").inc()
+                log.warning("limits_fail_open", phase="settle", error=type(exc).__name__)
+        finally:
+            self._settling = False
 
     async def _read(self) -> None:
         try:

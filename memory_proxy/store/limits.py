@@ -60,27 +60,47 @@ class Usage:
     in_flight: int
 
 
-async def admit(conn: AsyncConnection[Any], limits: Sequence[Limit], request: uuid.UUID,
-                lease_s: int) -> Refusal | None:
+@dataclass(frozen=True, slots=True)
+class Reserving:
+    """An admission's ask for a reserve (limits/reserve.py): `spare` requests more, counted now, their places at
+    once in the block lease `block`, of which this process holds `in_use` per subject already."""
+
+    spare: int
+    block: uuid.UUID
+    in_use: Sequence[int]
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    spare: int = 0  # requests reserved beside this one (0: none; it holds a lease of its own)
+    step_left: float = 0.0  # seconds they may be used in
+
+
+async def admit(conn: AsyncConnection[Any], limits: Sequence[Limit], request: uuid.UUID, lease_s: int,
+                reserving: Reserving | None = None) -> Refusal | Admitted:
     """Count the request against every one of `limits`' subjects, or against none: the first limit it would pass.
-    Far from every limit it is admitted side by side with the subjects' other requests; a subject found near one
-    ('near', migration 0021) has it admitted again, in line with them, which is exact."""
-    row = await _admit(conn, limits, request, lease_s, exclusive=False)
+    Far from every limit it is admitted side by side with the subjects' other requests (and with a reserve, when
+    asked); a subject found near one ('near', migration 0021) has it admitted again, in line with them, which is
+    exact."""
+    row = await _admit(conn, limits, request, lease_s, reserving, exclusive=False)
     if row is not None and not row[0] and row[3] == "near":
-        row = await _admit(conn, limits, request, lease_s, exclusive=True)
-    if row is None or row[0]:
-        return None
+        row = await _admit(conn, limits, request, lease_s, None, exclusive=True)
+    if row is None:
+        return Admitted()
+    if row[0]:
+        return Admitted(int(row[5]), float(row[6]))
     return Refusal(row[1], row[2], row[3], float(row[4]))
 
 
-async def _admit(conn: AsyncConnection[Any], limits: Sequence[Limit], request: uuid.UUID, lease_s: int, *,
-                 exclusive: bool) -> tuple[Any, ...] | None:
+async def _admit(conn: AsyncConnection[Any], limits: Sequence[Limit], request: uuid.UUID, lease_s: int,
+                 reserving: Reserving | None, *, exclusive: bool) -> tuple[Any, ...] | None:
     cur = await conn.execute(
-        f"SELECT admitted, kind, subject, which, retry_after, {UNFLUSHED} "
-        "FROM limits_admit(%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+        f"SELECT admitted, kind, subject, which, retry_after, spare, step_left, {UNFLUSHED} "
+        "FROM limits_admit(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
         [[lim.kind for lim in limits], [lim.subject for lim in limits], [lim.rpm for lim in limits],
          [lim.tpm for lim in limits], [lim.concurrent for lim in limits], [lim.daily_tokens for lim in limits],
-         request, lease_s, exclusive])
+         request, lease_s, exclusive, reserving.spare if reserving else 0, reserving.block if reserving else None,
+         list(reserving.in_use) if reserving else None])
     return await cur.fetchone()
 
 
@@ -89,6 +109,13 @@ async def spent(conn: AsyncConnection[Any], subjects: Sequence[tuple[str, str]],
     """An admitted request's tokens counted, its leases given back (or a user's memory work's tokens: no request)."""
     await conn.execute(f"SELECT limits_spent(%s, %s, %s, %s), {UNFLUSHED}",
                        [[k for k, _ in subjects], [s for _, s in subjects], request, tokens])
+
+
+async def settle(conn: AsyncConnection[Any], kinds: list[str], subjects: list[str], tokens: list[int],
+                 block: uuid.UUID, places: list[int], lease_s: int) -> None:
+    """A process's reserves settled (limits/reserve.py): each subject's tokens counted, its block's places set."""
+    await conn.execute(f"SELECT limits_settle(%s, %s, %s, %s, %s, %s), {UNFLUSHED}",
+                       [kinds, subjects, tokens, block, places, lease_s])
 
 
 async def set_limit(conn: AsyncConnection[Any], limit: Limit) -> None:
@@ -121,7 +148,7 @@ async def usage(conn: AsyncConnection[Any], kind: str | None = None, subject: st
         SELECT u.kind, u.subject,
                limits_rate(u.kind, u.subject, clock_timestamp(), false), limits_rate(u.kind, u.subject, clock_timestamp(), true),
                u.requests, u.tokens,
-               (SELECT count(*) FROM limit_leases l WHERE l.kind = u.kind AND l.subject = u.subject
+               (SELECT coalesce(sum(l.places), 0) FROM limit_leases l WHERE l.kind = u.kind AND l.subject = u.subject
                                                       AND l.expires_at > clock_timestamp())
           FROM limit_usage u
          WHERE u.span = 'd' AND u.start = limits_day(clock_timestamp())

@@ -165,7 +165,7 @@ async def test_find_edit_pin_history_delete_in_a_real_browser(live_url: str, liv
                                 replaces=None, reason="new information", stated_at=datetime.now(UTC),
                                 attributes=FactAttributes(memory_type="project"))
 
-    assert await limits.admit(db, [Limit("user", USER_A, rpm=100)], uuid.uuid4(), 900) is None  # one request
+    assert isinstance(await limits.admit(db, [Limit("user", USER_A, rpm=100)], uuid.uuid4(), 900), limits.Admitted)
     await limits.spent(db, [("user", USER_A)], None, 42)  # of 42 tokens
 
     with tempfile.TemporaryDirectory(prefix="mp-chromium-") as profile:

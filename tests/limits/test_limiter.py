@@ -76,7 +76,7 @@ async def test_the_memory_tools_rounds_count_in_the_turns_tokens(proxy: Any, db:
                                                                  outside: respx.MockRouter) -> None:
     """A round the client never sees (a search_memory call and its result) is upstream tokens the turn spent: counted
     with the reply's, JSON and streamed."""
-    client = await proxy(LIMITS_PER_USER="tpm=100000", MEMORY_TOOLS="search")
+    client = await proxy(LIMITS_PER_USER="tpm=500", MEMORY_TOOLS="search")  # near: counted as each request ends
     script(outside, calling(call("search_memory", {"query": "home"})))  # each reply says 11 tokens
     assert (await client.post(CHAT, json=chat_body(ASK), headers=user_headers(USER_A))).status_code == 200
     [use] = await limits.usage(db, "user", USER_A)

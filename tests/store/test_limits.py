@@ -13,7 +13,8 @@ from memory_proxy.store.limits import Limit
 
 
 async def admitted(db: Any, *subjects: Limit, request: uuid.UUID | None = None) -> limits.Refusal | None:
-    return await limits.admit(db, list(subjects), request or uuid.uuid4(), 900)
+    outcome = await limits.admit(db, list(subjects), request or uuid.uuid4(), 900)
+    return outcome if isinstance(outcome, limits.Refusal) else None
 
 
 async def test_requests_a_minute_are_counted_until_the_limit(db: Any) -> None:
@@ -48,7 +49,7 @@ async def test_requests_at_once_are_given_back_when_they_end(db: Any) -> None:
 
 async def test_a_lease_whose_replica_died_expires(db: Any) -> None:
     user = Limit("user", "ann", concurrent=1)
-    assert await limits.admit(db, [user], uuid.uuid4(), 0) is None  # its lease ends as it is taken
+    assert isinstance(await limits.admit(db, [user], uuid.uuid4(), 0), limits.Admitted)  # its lease ends as it is taken
     assert await admitted(db, user) is None
 
 
@@ -72,7 +73,8 @@ async def test_many_connections_at_once_admit_exactly_the_limit(database_url: st
 
         async def one() -> limits.Refusal | None:
             async with pool.connection() as conn:
-                return await limits.admit(conn, [user], uuid.uuid4(), 900)
+                outcome = await limits.admit(conn, [user], uuid.uuid4(), 900)
+                return outcome if isinstance(outcome, limits.Refusal) else None
 
         results = await asyncio.gather(*(one() for _ in range(40)))
     assert sum(r is None for r in results) == 25
@@ -92,7 +94,8 @@ async def test_far_from_a_limit_requests_are_admitted_side_by_side_and_exactly_n
             async def one() -> bool:
                 request = uuid.uuid4()
                 async with pool.connection() as conn:
-                    refusal = await limits.admit(conn, [Limit("key", "k-par", rpm=10**6), limit], request, 900)
+                    outcome = await limits.admit(conn, [Limit("key", "k-par", rpm=10**6), limit], request, 900)
+                    refusal = outcome if isinstance(outcome, limits.Refusal) else None
                     if refusal is None and ending:
                         await limits.spent(conn, [("key", "k-par"), (limit.kind, limit.subject)], request, 7)
                 assert refusal is None or refusal.which in ("rpm", "concurrent")
