@@ -221,7 +221,7 @@ def report(r: dict[str, Any]) -> str:
                 out.append(f"- two jobs for one accepted turn of {t['user']} (served by {t['node']}): "
                            + ", ".join(f"job {j}" for j in t["jobs"]))
     if fu := r.get("fair_use"):
-        m, c = fu["per_minute"], fu["at_once"]
+        m, c, far = fu["per_minute"], fu["at_once"], fu.get("per_minute_far")
         out += ["", "## 4b. Fair use across replicas", "",
                 "| limit of one user | set | sent (over every replica) | admitted (most in 60 s) | refused (429) "
                 "| **off by** |",
@@ -229,6 +229,9 @@ def report(r: dict[str, Any]) -> str:
                 f"| requests a minute | {m['limit']} | {m['sent']} in {m['seconds']} s | {m['admitted']} "
                 f"({m['most_in_60s']}) | {m['refused']} "
                 f"| **{100 * m['off_by']:+.1f} %** |",
+                *([f"| requests a minute, far (on reserves) | {far['limit']} | {far['sent']} in {far['seconds']} s "
+                   f"| {far['admitted']} ({far['most_in_60s']}) | {far['refused']} | **{100 * far['off_by']:+.1f} %** |"]
+                  if far else []),
                 f"| requests at once | {c['limit']} | {c['sent']} at once | {c['admitted']} | {c['refused']} "
                 f"| most at once **{c['most_at_once']}** (per replica: "
                 + ", ".join(f"{k} {v}" for k, v in c["most_at_once_per_replica"].items()) + ") |", "",

@@ -5,6 +5,8 @@ over every replica? One PostgreSQL call admits each request (store/limits.py), s
   limiter.REFRESH_S); then 10 clients per replica send that user's non-streamed turns back to back, 3 × rpm in
   all (a refusal is answered after up to a second: limiter.PACE_S). The most admitted (200) in any 60 s against
   the limit;
+- requests a minute, far: the same for a limit above 8 × PostgreSQL's max_connections (`rpm` + 300 sent), which
+  each replica admits mostly on its reserves (limits/reserve.py, migration 0021) until the user comes near it;
 - requests at once: another user's `concurrent`; 5 × that many streamed turns started at once, spread over the
   replicas, each held by the fake for its 6 chunks; the most whose streams overlapped (from the first byte to
   the last, as the client saw them: inside the server's admission) against the limit, per replica too.
@@ -33,12 +35,12 @@ async def _set(http: httpx.AsyncClient, cl: Cluster, user: str, **values: int) -
     reply.raise_for_status()
 
 
-async def per_minute(cl: Cluster) -> dict[str, Any]:
-    user, codes, admitted_at = f"fair-rpm-{int(time.time())}", {}, []
+async def per_minute(cl: Cluster, rpm: int = RPM, sending: int = 3 * RPM) -> dict[str, Any]:
+    user, codes, admitted_at = f"fair-rpm-{rpm}-{int(time.time())}", {}, []
     async with httpx.AsyncClient(timeout=60) as http:
-        await _set(http, cl, user, rpm=RPM)
+        await _set(http, cl, user, rpm=rpm)
         await asyncio.sleep(REFRESH_S + 1)  # every replica has read the operator's row
-        sent = iter(range(3 * RPM))
+        sent = iter(range(sending))
 
         async def client(base: str) -> None:
             for i in sent:
@@ -51,9 +53,9 @@ async def per_minute(cl: Cluster) -> dict[str, Any]:
         began = time.monotonic()
         await asyncio.gather(*(client(n.url) for n in cl.replicas for _ in range(CLIENTS_PER_REPLICA)))
     most = max((sum(1 for t in admitted_at if start <= t < start + 60) for start in admitted_at), default=0)
-    return {"limit": RPM, "sent": 3 * RPM, "admitted": codes.get(200, 0), "most_in_60s": most,
+    return {"limit": rpm, "sent": sending, "admitted": codes.get(200, 0), "most_in_60s": most,
             "refused": codes.get(429, 0), "other": {k: v for k, v in codes.items() if k not in (200, 429)},
-            "seconds": round(time.monotonic() - began, 1), "off_by": round((most - RPM) / RPM, 4)}
+            "seconds": round(time.monotonic() - began, 1), "off_by": round((most - rpm) / rpm, 4)}
 
 
 async def at_once(cl: Cluster) -> dict[str, Any]:
@@ -92,4 +94,7 @@ def _most_at_once(spans: list[tuple[float, float, str]]) -> int:
 
 
 def fair_use(cl: Cluster) -> dict[str, Any]:
-    return {"per_minute": asyncio.run(per_minute(cl)), "at_once": asyncio.run(at_once(cl))}
+    [(connections,)] = cl.rows("SELECT current_setting('max_connections')::int")
+    far = 8 * int(connections) + 300
+    return {"per_minute": asyncio.run(per_minute(cl)), "per_minute_far": asyncio.run(per_minute(cl, far, far + 300)),
+            "at_once": asyncio.run(at_once(cl))}
