@@ -26,6 +26,7 @@ from .api.team_routes import TEAMS_API
 from .errors import BadRequest, ProxyError, Unavailable, openai_error
 from .formation.worker import Worker
 from .http.auth import KeyChecker, load_api_keys
+from .http.chat_load import ChatLoad, CountChatTurns
 from .http.guards import DEPENDENCIES
 from .http.head_as_get import HeadAsGet
 from .http.request_id import RequestIdMiddleware
@@ -74,6 +75,7 @@ def create_app(settings: Settings, http_client: httpx.AsyncClient | None = None,
     scripted days through it. `warm_scanner` (serve): the scanner's worker processes start in the
     background at once, not on the first long turn (tests leave them to start when needed)."""
     key_checker = KeyChecker(load_api_keys(settings.server))
+    chat_load = ChatLoad()  # the chat turns this process is serving, which its in-process worker yields to
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
@@ -84,7 +86,7 @@ def create_app(settings: Settings, http_client: httpx.AsyncClient | None = None,
             stop = asyncio.Event()
             worker_task = None
             if settings.formation.enabled and settings.formation.in_process_worker:
-                worker = Worker.from_services(services)
+                worker = Worker.from_services(services, yielding_to=chat_load.busy)
                 worker_task = asyncio.create_task(worker.run(stop, settings.server.shutdown_timeout, services.ready))
             llm = settings.memory_llm  # with the upstream, formation asks each turn's own model
             log.info("started", upstream=settings.upstream.base_url,
@@ -123,5 +125,6 @@ def create_app(settings: Settings, http_client: httpx.AsyncClient | None = None,
     app.state.key_checker = key_checker
     app.state.metrics_key_checker = KeyChecker(settings.server.metrics_key) if settings.server.metrics_key else None
     # outermost: 404s and errors carry the request id too; HEAD runs every GET route without its body
-    app.asgi_handler = RequestIdMiddleware(HeadAsGet(app.asgi_handler))  # type: ignore[assignment]
+    handler = CountChatTurns(app.asgi_handler, chat_load)
+    app.asgi_handler = RequestIdMiddleware(HeadAsGet(handler))  # type: ignore[assignment]
     return app

@@ -19,6 +19,7 @@ import os
 import socket
 import time
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -68,8 +69,11 @@ class Worker:
     def __init__(self, *, pool: AsyncConnectionPool, embedder: Embedder, llm: MemoryLLM, scanner: Scanner,
                  settings: FormationSettings, worker_id: str | None = None,
                  maintenance: MaintenanceSettings | None = None, listen_conninfo: str | None = None,
-                 limiter: Limiter | None = None) -> None:
+                 limiter: Limiter | None = None, yielding_to: Callable[[], bool] | None = None) -> None:
         self.pool, self.embedder, self.llm, self.settings = pool, embedder, llm, settings
+        # Inside `serve`: whether the process is serving chat turns, which then get the CPU first: this worker
+        # starts a job only while none of its own runs (its jobs' work shares the event loop with every turn's).
+        self.yielding_to = yielding_to
         self.limiter = limiter  # a job's memory-LLM tokens are its user's (fair use: memory_proxy/limits/)
         self.scanner = scanner  # checks each reply's facts in a worker process
         self.listen_conninfo = listen_conninfo or str(pool.conninfo)  # direct, never through a pooler
@@ -80,7 +84,8 @@ class Worker:
         self._wake = asyncio.Event()
 
     @classmethod
-    def from_services(cls, services: Services, worker_id: str | None = None) -> Worker:
+    def from_services(cls, services: Services, worker_id: str | None = None,
+                      yielding_to: Callable[[], bool] | None = None) -> Worker:
         """The worker of a running proxy or `memory-proxy worker`: formation and scheduled maintenance as
         configured. The one way to build it, so that no caller forgets a part (a standalone worker without
         maintenance would leave expired memories in place)."""
@@ -88,7 +93,7 @@ class Worker:
         return cls(pool=services.pool, embedder=services.embedder, llm=services.llm, scanner=services.scanner,
                    settings=settings.formation,
                    worker_id=worker_id, maintenance=settings.maintenance, listen_conninfo=services.direct_conninfo,
-                   limiter=services.limiter)
+                   limiter=services.limiter, yielding_to=yielding_to)
 
     # ------------------------------------------------------------ one job
 
@@ -226,7 +231,8 @@ class Worker:
                 "maintenance_failed", error=repr(task.exception())))
 
     async def _start_jobs(self) -> None:
-        free = self.settings.concurrency - len(self._running)
+        at_once = 1 if self.yielding_to and self.yielding_to() else self.settings.concurrency
+        free = at_once - len(self._running)
         if free <= 0:
             return
         try:

@@ -272,8 +272,8 @@ class FormationSettings:
         "with their audit rows; the edit itself is never refused.", positive_int)
     in_process_worker: bool = env("WORKER_IN_PROCESS", "true", "Run the formation worker inside `serve`. Set "
         "false when running `memory-proxy worker` as separate processes.", boolean)
-    concurrency: int = env("WORKER_CONCURRENCY", "4", "Jobs one worker processes at the same time.",
-        positive_int)
+    concurrency: int = env("WORKER_CONCURRENCY", "4", "Jobs one worker processes at the same time (inside "
+        "`serve`: one while the process is serving chat turns, which get its CPU first).", positive_int)
     max_attempts: int = env("JOB_MAX_ATTEMPTS", "5", "Attempts before a job is dead (visible, retryable with "
         "`memory-proxy jobs retry`).", positive_int)
     retry_base_s: float = env("JOB_RETRY_BASE_SECONDS", "10", "Backoff after a failed attempt: base × "
