@@ -64,7 +64,7 @@ def _usage(settings: Settings, args: argparse.Namespace) -> int:
     for use in with_connection(settings, lambda conn: limits.usage(conn, args.kind, args.subject, args.limit)):
         print(f"{use.kind} {use.subject}: today {use.requests_today} requests, {use.tokens_today} tokens; "
               f"last minute {use.requests_minute:.0f} requests, {use.tokens_minute:.0f} tokens; "
-              f"{use.in_flight} in flight")
+              f"{use.in_flight} places at once held")
     return 0
 
 

@@ -57,7 +57,7 @@ class Usage:
     tokens_minute: float
     requests_today: int  # this UTC day
     tokens_today: int
-    in_flight: int
+    in_flight: int  # places at once held: requests in flight, and the places a replica reserved (limits/reserve.py)
 
 
 @dataclass(frozen=True, slots=True)
