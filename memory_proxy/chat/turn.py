@@ -41,6 +41,7 @@ from ..records import Memory
 from ..redact.betterleaks import ScanFailed
 from ..services import Services
 from ..store.limits import Refusal
+from ..tokens import SPENT
 from ..tools.calls import ToolTurn
 from ..tools.rounds import offers_tools, open_with_tools
 from ..tools.streamed_rounds import open_streamed_with_tools
@@ -173,11 +174,14 @@ async def chat_turn(services: Services, headers: Mapping[str, str], raw: bytes) 
     if not admitted.subjects:
         return await _relayed(services, headers, raw, body, user_id, started, said_at)
     tab = Tab(services.limiter, admitted, raw)
+    counting = SPENT.set(tab.meter.besides)  # its query's embedding, when a remote embedder says what it cost
     try:
         response = await _relayed(services, headers, raw, body, user_id, started, said_at, tab)
     except BaseException:
         await tab.settle()
         raise
+    finally:
+        SPENT.reset(counting)
     if not isinstance(response, Stream):
         await tab.settle()
     return response

@@ -24,6 +24,7 @@ from ..chat.upstream import Clients
 from ..errors import MemoryUnavailable
 from ..retrieval.late_interaction import Tokens
 from ..settings import EmbeddingSettings
+from ..tokens import spent, tokens_of
 
 
 class Embedder(Protocol):
@@ -59,12 +60,16 @@ class HttpEmbedder:
                 response = await client.post(self._url, headers=self._headers,
                                              json={"model": self.model, "input": texts, "encoding_format": "base64"})
             response.raise_for_status()
-            data = json.loads(response.content)["data"]
+            parsed = json.loads(response.content)
+            data = parsed["data"]
             vectors = [_floats(item["embedding"]) for item in sorted(data, key=lambda item: item["index"])]
         except (httpx.HTTPError, ValueError, KeyError, TypeError, binascii.Error) as exc:
             raise MemoryUnavailable("embedder", f"embeddings failed: {exc!r}") from exc
         if len(vectors) != len(texts):
             raise MemoryUnavailable("embedder", f"asked {len(texts)} embeddings, got {len(vectors)}")
+        usage = parsed.get("usage") if isinstance(parsed, dict) else None
+        total = usage.get("total_tokens") if isinstance(usage, dict) else None
+        spent(total if isinstance(total, int) and total >= 0 else tokens_of(sum(len(t.encode()) for t in texts)))
         return vectors
 
     async def warm_up(self) -> None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-from contextvars import ContextVar
 from dataclasses import replace
 from functools import cache
 from typing import Any, TypeVar
@@ -36,6 +35,7 @@ from pydantic import BaseModel, ValidationError
 from ..errors import MemoryUnavailable
 from ..observability import LLM_CALLS, LLM_TOKENS
 from ..settings import MemoryLLMSettings
+from ..tokens import spent
 
 Model = TypeVar("Model", bound=BaseModel)
 _UNREADABLE = (ValidationError, json.JSONDecodeError, ResponseParsingError, RecursionError, UnicodeError,
@@ -48,7 +48,6 @@ class MalformedReply(Exception):
 
 LLM_BUSY = "llm_busy"  # MemoryUnavailable's reason for a call that timed out: queueing, not failure
 LLM_DOWN = "llm_down"  # … for a server that could not be reached or failed: an outage, not the job's fault
-JOB_TOKENS: ContextVar[list[int] | None] = ContextVar("job_tokens", default=None)  # a job's calls' tokens (worker.py)
 WAITING = frozenset({LLM_BUSY, LLM_DOWN})  # reasons a job waits for the server without spending an attempt
 PATIENCE_STEPS = 3  # a job's calls get 1x, 2x, then 4x MEMORY_LLM_TIMEOUT, a step for each timeout
 
@@ -178,8 +177,7 @@ class MemoryLLM:
             raise MemoryUnavailable("llm", f"{purpose} call failed: {_failure(exc)}") from exc
         LLM_CALLS.labels(purpose, "ok").inc()
         prompt_tokens, completion_tokens = _usage(completion)
-        if (tally := JOB_TOKENS.get()) is not None:
-            tally[0] += prompt_tokens + completion_tokens
+        spent(prompt_tokens + completion_tokens)
         LLM_TOKENS.labels(purpose, "prompt").inc(prompt_tokens)
         LLM_TOKENS.labels(purpose, "completion").inc(completion_tokens)
         return result

@@ -42,8 +42,9 @@ from ..redact.scan_pool import Scanner
 from ..settings import FormationSettings, MaintenanceSettings
 from ..store import jobs, memories
 from ..store.scope import acting_member, user_scope
+from ..tokens import SPENT
 from .maintain import maintain_if_free
-from .memory_llm import JOB_TOKENS, LLM_BUSY, WAITING, MemoryLLM, timeout_spends_attempt
+from .memory_llm import LLM_BUSY, WAITING, MemoryLLM, timeout_spends_attempt
 from .steps import Formation, Turn, form
 from .write import keep_versions, write_decisions
 
@@ -101,7 +102,7 @@ class Worker:
         """Run one claimed job to `done`, `queued` (retry later) or `dead`; return that status."""
         started = time.perf_counter()
         tally = [0]
-        counting = JOB_TOKENS.set(tally)
+        counting = SPENT.set(tally)  # its memory-LLM and embedding calls' tokens, its user's (fair use)
         context = {"job_id": job.id, "user_id": job.user_id, "attempt": job.attempts,
                    "input_message_length": len(job.payload.get("user_message", ""))}
         try:
@@ -132,7 +133,7 @@ class Worker:
             return status
         finally:
             FORMATION_LATENCY.observe(time.perf_counter() - started)
-            JOB_TOKENS.reset(counting)
+            SPENT.reset(counting)
             if self.limiter is not None:
                 await self.limiter.user_work(job.user_id, tally[0])
         await keep_versions(self.pool, job.user_id, decisions, self.settings.max_versions)

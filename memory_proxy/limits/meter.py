@@ -1,7 +1,7 @@
 """What an admitted chat request spent in tokens, counted when it ends: the upstream's own `usage` when the reply
 carries it (a completion's, or a stream's last chunk with `stream_options.include_usage`), else our estimate
 (memory_proxy/tokens.py) of the request as sent and the reply's text; with the memory tools, each round before
-the reply too."""
+the reply too; and what the turn's own calls to a remote embedder spent (its query's embedding: `besides`)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ class Meter:
         self._reply_chars = 0
         self._usage: int | None = None
         self._rounds = 0  # tokens of the memory tools' rounds before the reply relayed (tools/rounds.py)
+        self.besides = [0]  # tokens.SPENT while the turn retrieves (chat/turn.py)
 
     def round(self, usage: Any, reply_chars: int) -> None:
         """A memory-tool round the client never sees: the upstream's usage for it, else our estimate (the request
@@ -43,5 +44,5 @@ class Meter:
     @property
     def tokens(self) -> int:
         if self._usage is not None:
-            return self._rounds + self._usage
-        return self._rounds + self._prompt + tokens_of(self._reply_chars)  # (characters: at least one byte each)
+            return self.besides[0] + self._rounds + self._usage
+        return self.besides[0] + self._rounds + self._prompt + tokens_of(self._reply_chars)  # (characters: at least one byte each)

@@ -47,6 +47,7 @@ from ..retrieval.retrieve import retrieve_memories
 from ..services import Services
 from ..settings import MEMORY_TYPES
 from ..store import memories
+from ..tokens import SPENT
 from .consent import asks_to_forget, forget_request, user_states
 
 if TYPE_CHECKING:
@@ -164,7 +165,12 @@ async def run_calls(turn: ToolTurn, calls: list[Any], messages: list[Any]) -> li
         if turn.calls > MAX_CALLS_PER_TURN:
             outcome, content = "over_cap", f"not run: at most {MAX_CALLS_PER_TURN} memory tool calls per turn"
         else:
-            outcome, content = await _run(turn, call, messages)
+            counting = SPENT.set(turn.meter.besides) if turn.meter else None  # a remote embedder's tokens: the turn's
+            try:
+                outcome, content = await _run(turn, call, messages)
+            finally:
+                if counting:
+                    SPENT.reset(counting)
         tool = call.name if call.name in _DEFINITIONS else "unknown"
         TOOL_CALLS.labels(tool, outcome).inc()
         log.info("memory_tool_call", user_id=turn.user_id, tool=tool, outcome=outcome,

@@ -594,9 +594,10 @@ async def test_no_secret_of_the_corpus_is_stored_or_sent_to_the_memory_llm(
     assert calls and metric("memory_proxy_facts_dropped_total", reason="secret") - dropped_before >= calls
 
 
-async def test_a_jobs_memory_llm_tokens_count_against_its_user(env: dict[str, str], outside: Any, db: Any,
+async def test_a_jobs_memory_llm_and_embedding_tokens_count_against_its_user(env: dict[str, str], outside: Any, db: Any,
                                                                memory_llm: Any) -> None:
-    """Fair use (memory_proxy/limits/): a user's memory work is theirs, as their chat turns are."""
+    """Fair use (memory_proxy/limits/): a user's memory work is theirs, as their chat turns are: the memory LLM's
+    tokens and a remote embedder's."""
     from memory_proxy.formation.worker import Worker
     from memory_proxy.services import open_services
     from memory_proxy.settings import load_settings
@@ -607,9 +608,11 @@ async def test_a_jobs_memory_llm_tokens_count_against_its_user(env: dict[str, st
         await db.execute("INSERT INTO memory_jobs (user_id, payload, said_at) VALUES (%s, %s, now())",
                          [USER_A, Jsonb(OLD_PAYLOAD)])
     settings = load_settings({**env, "LIMITS_PER_USER": "daily_tokens=1000000"})
+    embedded_before = outside.routes["embeddings"].call_count
     async with open_services(settings, httpx.AsyncClient(timeout=5)) as services:
         assert await Worker.from_services(services).run_until_idle() == 1
-    calls = len(memory_llm.prompts)
+    calls, embedded = len(memory_llm.prompts), outside.routes["embeddings"].call_count - embedded_before
     [use] = await limits.usage(db, "user", USER_A)
-    assert calls >= 1 and use.tokens_today == calls * sum(memory_llm.usage.get(k, 0) for k in
-                                                          ("prompt_tokens", "completion_tokens"))
+    assert calls >= 1 and embedded >= 1  # its facts embedded by the remote embedder: 3 tokens a call, it says
+    assert use.tokens_today == calls * sum(memory_llm.usage.get(k, 0) for k in
+                                           ("prompt_tokens", "completion_tokens")) + 3 * embedded

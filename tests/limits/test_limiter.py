@@ -75,12 +75,14 @@ async def test_a_stream_is_counted_when_it_ends_and_gives_its_place_back(proxy: 
 async def test_the_memory_tools_rounds_count_in_the_turns_tokens(proxy: Any, db: Any,
                                                                  outside: respx.MockRouter) -> None:
     """A round the client never sees (a search_memory call and its result) is upstream tokens the turn spent: counted
-    with the reply's, JSON and streamed."""
+    with the reply's, JSON and streamed; and so is what the remote embedder says the search's query cost."""
     client = await proxy(LIMITS_PER_USER="tpm=500", MEMORY_TOOLS="search")  # near: counted as each request ends
+    embeddings = outside.routes["embeddings"]
     script(outside, calling(call("search_memory", {"query": "home"})))  # each reply says 11 tokens
     assert (await client.post(CHAT, json=chat_body(ASK), headers=user_headers(USER_A))).status_code == 200
     [use] = await limits.usage(db, "user", USER_A)
-    assert use.tokens_today == 11 + 11
+    assert embeddings.call_count >= 1 and use.tokens_today == 11 + 11 + 3 * embeddings.call_count  # 3 a query
+    embedded = embeddings.call_count
 
     def used(total: int) -> dict[str, Any]:
         return {"id": "c", "object": "chat.completion.chunk", "choices": [], "usage": {"total_tokens": total}}
@@ -89,7 +91,7 @@ async def test_the_memory_tools_rounds_count_in_the_turns_tokens(proxy: Any, db:
     streamed = await client.post(CHAT, json=chat_body(ASK, stream=True), headers=user_headers(USER_A))
     assert b"Bun." in streamed.content
     [use] = await limits.usage(db, "user", USER_A)
-    assert use.tokens_today == 22 + 40 + 60
+    assert use.tokens_today == 22 + 3 * embedded + 40 + 60 + 3 * (embeddings.call_count - embedded)
 
 
 async def test_without_limits_nothing_is_asked_of_the_database(env: dict[str, str]) -> None:
