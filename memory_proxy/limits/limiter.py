@@ -220,7 +220,7 @@ class Limiter:
             with anyio.fail_after(ADMIT_TIMEOUT_S):
                 async with self._pool.connection() as conn:
                     rows = await store.list_limits(conn)
-            self._rows = {(row.kind, row.subject): row for row in rows}
+            self._set_rows({(row.kind, row.subject): row for row in rows})
         except Exception as exc:  # noqa: BLE001 - the defaults (and the rows read before) stand until a read succeeds
             LIMITS_FAIL_OPEN.labels("load").inc()
             log.warning("limits_fail_open", phase="load", error=type(exc).__name__)
@@ -234,6 +234,13 @@ class Limiter:
             rows.pop(gone, None)
         if limit is not None:
             rows[(limit.kind, limit.subject)] = limit
+        self._set_rows(rows)
+
+    def _set_rows(self, rows: dict[tuple[str, str], Limit]) -> None:
+        """The operator's rows in force here; when they changed, no request more on a reserve taken under the old
+        ones (the places in use stay held)."""
+        if self._rows is not None and rows != self._rows:
+            self._reserves.forget_spare()
         self._rows = rows
 
 

@@ -61,6 +61,11 @@ class Reserves:
             held.in_use += 1
         return True
 
+    def forget_spare(self) -> None:
+        """No request more without asking (the limits changed); those counted stay counted."""
+        for held in self._held.values():
+            held.spare = 0
+
     def in_use(self, limits: Sequence[Limit]) -> list[int]:
         return [held.in_use if (held := self._held.get((lim.kind, lim.subject))) else 0 for lim in limits]
 

@@ -11,6 +11,7 @@ from memory_proxy.limits.reserve import SPARE
 from memory_proxy.settings import load_settings
 from memory_proxy.store import limits
 from memory_proxy.store.database import make_pool
+from memory_proxy.store.limits import Limit
 from tests.support.data import USER_A
 
 
@@ -111,3 +112,18 @@ async def test_a_process_that_stops_gives_its_places_back(env: dict[str, str], d
         await limiter.settle_reserves(returning=True)
         [use] = await limits.usage(db, "user", USER_A)
         assert use.in_flight == 0
+
+
+async def test_a_change_of_the_limits_ends_the_reserves_taken_under_the_old(env: dict[str, str], database_url: str,
+                                                                            db: Any) -> None:
+    far = 100 * await crowd(db)
+    async with make_pool(database_url, 2) as pool:
+        counting = Counting(pool)
+        limiter = limiter_for(env, counting, rpm=far)
+        first = await limiter.admit(key=None, user=USER_A, model=None)
+        assert isinstance(first, Ticket) and first.reserved
+        asked = counting.asked
+        limiter.changed(Limit("user", USER_A, rpm=5))  # an operator's change through this process
+        refused = await limiter.admit(key=None, user=USER_A, model=None)
+        assert counting.asked == asked + 1  # asked, not taken from the reserve
+        assert isinstance(refused, limits.Refusal) and refused.which == "rpm"  # the reserve's 8 stay counted
