@@ -95,12 +95,13 @@ class Reserves:
         now = time.monotonic()
         settled = Settlement([], [], [], [])
         for (kind, subject), held in list(self._held.items()):
-            if held.tokens or held.places != held.in_use:
+            keeps = held.in_use if held.places else 0  # no places: no block (no limit on requests at once)
+            if held.tokens or held.places != keeps:
                 settled.kinds.append(kind)
                 settled.subjects.append(subject)
                 settled.tokens.append(held.tokens)
-                settled.places.append(held.in_use)
-                held.tokens, held.places = 0, held.in_use
+                settled.places.append(keeps)
+                held.tokens, held.places = 0, keeps
             if not held.in_use and held.until <= now:
                 del self._held[(kind, subject)]
         return settled

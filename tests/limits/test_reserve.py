@@ -127,3 +127,23 @@ async def test_a_change_of_the_limits_ends_the_reserves_taken_under_the_old(env:
         refused = await limiter.admit(key=None, user=USER_A, model=None)
         assert counting.asked == asked + 1  # asked, not taken from the reserve
         assert isinstance(refused, limits.Refusal) and refused.which == "rpm"  # the reserve's 8 stay counted
+
+
+async def test_a_settlement_asks_nothing_when_nothing_changed(env: dict[str, str], database_url: str, db: Any) -> None:
+    """Requests on a reserve of a subject without a limit at once hold no block: while they run and spend nothing,
+    the settlement every second costs no call of PostgreSQL."""
+    far = 100 * await crowd(db)
+    async with make_pool(database_url, 2) as pool:
+        counting = Counting(pool)
+        limiter = limiter_for(env, counting, rpm=far)
+        ticket = await limiter.admit(key=None, user=USER_A, model=None)
+        assert isinstance(ticket, Ticket) and ticket.reserved
+        asked = counting.asked
+        await limiter.settle_reserves()
+        await limiter.settle_reserves()
+        assert counting.asked == asked
+        await limiter.spend(ticket, 9)
+        await limiter.settle_reserves()
+        assert counting.asked == asked + 1
+        [use] = await limits.usage(db, "user", USER_A)
+        assert use.tokens_today == 9
